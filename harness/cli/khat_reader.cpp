@@ -1,0 +1,75 @@
+#include "harness/cli/khat_reader.hpp"
+
+#include <algorithm>
+#include <cctype>
+#include <charconv>
+#include <cmath>
+#include <fstream>
+#include <iostream>
+#include <limits>
+#include <string_view>
+
+namespace kcert::cli {
+
+namespace {
+
+std::string_view trim(std::string_view s) {
+  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.front()))) s.remove_prefix(1);
+  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.remove_suffix(1);
+  return s;
+}
+
+bool is_infinity_word(std::string_view s) {
+  if (!s.empty() && s.front() == '+') s.remove_prefix(1);
+  std::string lower(s);
+  std::transform(lower.begin(), lower.end(), lower.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  return lower == "inf" || lower == "infinity";
+}
+
+}  // namespace
+
+std::vector<double> read_khat(std::istream& in, const std::string& source) {
+  std::vector<double> values;
+  std::string line;
+  std::size_t line_no = 0;
+  while (std::getline(in, line)) {
+    ++line_no;
+    std::string_view text = line;
+    if (const auto hash = text.find('#'); hash != std::string_view::npos) text = text.substr(0, hash);
+    text = trim(text);
+    if (text.empty()) continue;
+    const std::string where = source + ":" + std::to_string(line_no) + ": ";
+    if (is_infinity_word(text)) {
+      values.push_back(std::numeric_limits<double>::infinity());
+      continue;
+    }
+    std::string_view number = text;
+    if (number.front() == '+') number.remove_prefix(1);  // from_chars rejects a leading '+'
+    double v = 0.0;
+    const auto [end, ec] = std::from_chars(number.data(), number.data() + number.size(), v);
+    if (ec != std::errc() || end != number.data() + number.size() || std::isnan(v)) {
+      throw InputError(where + "expected a number >= 0 or 'inf', got '" + std::string(text) + "'");
+    }
+    if (v < 0.0) {
+      throw InputError(where + "K-hat must be >= 0 (it is max(0, (E_prod - eps)/E_ref)), got " +
+                       std::string(text));
+    }
+    if (std::isinf(v)) v = std::numeric_limits<double>::infinity();  // "1e999"
+    values.push_back(v);
+  }
+  if (in.bad()) throw InputError(source + ": read error");
+  if (values.empty()) {
+    throw InputError(source + ": no K-hat values (expected one number per line; '#' starts a comment)");
+  }
+  return values;
+}
+
+std::vector<double> read_khat_file(const std::string& path) {
+  if (path == "-") return read_khat(std::cin, "<stdin>");
+  std::ifstream file(path);
+  if (!file) throw InputError(path + ": cannot open file");
+  return read_khat(file, path);
+}
+
+}  // namespace kcert::cli

@@ -1,0 +1,49 @@
+// kcert: numerical certification of kernel migrations. Thin entry point: parses the command
+// line and dispatches to the commands of harness/cli/.
+#include <CLI/CLI.hpp>
+
+#include <iostream>
+
+#include "harness/cli/exit_codes.hpp"
+#include "harness/cli/khat_reader.hpp"
+#include "harness/cli/tail_fit_command.hpp"
+#include "harness/numerics/runtime.hpp"
+
+int main(int argc, char** argv) {
+  CLI::App app{
+      "kcert " KCERT_VERSION " - certifies kernel migrations numerically.\n"
+      "For each operator it asks three questions of a (reference, production) kernel pair:\n"
+      "  algebra   do both compute the same real function (fp64 run)?\n"
+      "  bias      is there a coherent directional difference per bucket (z-test)?\n"
+      "  variance  does production amplify error against an fp64 oracle (GPD tail)?\n"
+      "See README.md and docs/ for the method and the file formats.",
+      "kcert"};
+  app.require_subcommand(1);
+  app.set_version_flag("--version", "kcert " KCERT_VERSION);
+  int threads = 0;
+  app.add_option("--threads", threads,
+                 "LibTorch intra-op threads (default: the hardware concurrency)")
+      ->check(CLI::NonNegativeNumber);
+  app.parse_complete_callback([&threads]() { kcert::numerics::configure_intra_op_threads(threads); });
+
+  kcert::cli::register_tail_fit_command(app);
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    // CLI11 maps --help/--version to success and parse errors to its own non-zero codes;
+    // kcert keeps one code for every kind of bad input.
+    const int code = app.exit(e);
+    return code == 0 ? kcert::cli::exit_ok : kcert::cli::exit_input_error;
+  } catch (const kcert::cli::InputError& e) {
+    std::cerr << "kcert: error: " << e.what() << "\n";
+    return kcert::cli::exit_input_error;
+  } catch (const kcert::cli::UsageError& e) {
+    std::cerr << "kcert: error: " << e.what() << "\n";
+    return kcert::cli::exit_input_error;
+  } catch (const std::exception& e) {
+    std::cerr << "kcert: internal error: " << e.what() << "\n";
+    return kcert::cli::exit_input_error;
+  }
+  return kcert::cli::exit_ok;
+}

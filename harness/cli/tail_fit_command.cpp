@@ -1,0 +1,164 @@
+#include "harness/cli/tail_fit_command.hpp"
+
+#include <fmt/format.h>
+
+#include <cmath>
+#include <iostream>
+#include <memory>
+#include <string>
+
+#include "harness/cli/exit_codes.hpp"
+#include "harness/cli/khat_reader.hpp"
+#include "harness/cli/tail_json.hpp"
+#include "harness/stats/tail.hpp"
+
+namespace kcert::cli {
+
+nlohmann::json json_number(double v) {
+  if (std::isnan(v)) return nullptr;
+  if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
+  return v;
+}
+
+nlohmann::json to_json(const stats::GpdFit& fit) {
+  return {{"xi", json_number(fit.xi)},
+          {"sigma", json_number(fit.sigma)},
+          {"log_likelihood", json_number(fit.log_likelihood)},
+          {"at_lower_bound", fit.at_lower_bound},
+          {"at_upper_bound", fit.at_upper_bound},
+          {"n", fit.n}};
+}
+
+nlohmann::json to_json(const stats::TailAnalysis& a) {
+  const auto& s = a.settings;
+  nlohmann::json j;
+  j["verdict"] = std::string(stats::to_string(a.verdict));
+  j["mode"] = std::string(stats::to_string(a.mode));
+  j["reason"] = a.reason;
+  j["replicates"] = a.khat.count;
+  j["khat"] = {{"zeros", a.khat.zeros},
+               {"zero_fraction", a.khat.zero_fraction},
+               {"infinite", a.khat.infinite},
+               {"q50", json_number(a.khat.q50)},
+               {"q90", json_number(a.khat.q90)},
+               {"q99", json_number(a.khat.q99)},
+               {"max", json_number(a.khat.max)}};
+  j["u"] = json_number(a.u);
+  j["n_exc"] = a.n_exc;
+  j["zeta"] = json_number(a.zeta);
+  j["xi_raw"] = a.free_fit ? json_number(a.free_fit->xi) : nlohmann::json(nullptr);
+  j["xi_clipped"] = a.clipped_fit ? json_number(a.clipped_fit->xi) : nlohmann::json(nullptr);
+  j["sigma"] = a.clipped_fit ? json_number(a.clipped_fit->sigma) : nlohmann::json(nullptr);
+  j["fit_free"] = a.free_fit ? to_json(*a.free_fit) : nlohmann::json(nullptr);
+  j["fit_clipped"] = a.clipped_fit ? to_json(*a.clipped_fit) : nlohmann::json(nullptr);
+  const bool fitted = a.mode == stats::TailMode::fitted;
+  j["r_T"] = fitted ? json_number(a.r_t) : nlohmann::json(nullptr);
+  j["se"] = fitted ? json_number(a.se) : nlohmann::json(nullptr);
+  j["U"] = json_number(a.U);
+  j["bootstrap_used"] = a.bootstrap_used;
+  j["settings"] = {{"tail_q", s.tail_q},
+                   {"horizon", s.horizon},
+                   {"warn_K", s.warn_k},
+                   {"fail_K", s.fail_k},
+                   {"bootstrap", s.bootstrap},
+                   {"bootstrap_kind", std::string(stats::to_string(s.bootstrap_kind))},
+                   {"seed", s.seed},
+                   {"min_exceedances", s.min_exceedances}};
+  return j;
+}
+
+namespace {
+
+std::string num(double v) {
+  if (std::isnan(v)) return "-";
+  if (std::isinf(v)) return v > 0 ? "+inf" : "-inf";
+  return fmt::format("{:.6g}", v);
+}
+
+void print_table(std::ostream& out, const std::string& source, const stats::TailAnalysis& a) {
+  const auto& s = a.settings;
+  auto row = [&](std::string_view key, const std::string& value) {
+    out << fmt::format("{:<22}{}\n", key, value);
+  };
+  row("K-hat sample", source);
+  row("replicates", fmt::format("{} replicates", a.khat.count));
+  row("zeros", fmt::format("{} replicates ({:.1f} %)", a.khat.zeros, 100.0 * a.khat.zero_fraction));
+  if (a.khat.infinite > 0) row("infinite K-hat", fmt::format("{} replicates", a.khat.infinite));
+  row("K-hat quantiles", fmt::format("q50 {}  q90 {}  q99 {}  max {}  (ratio E_prod/E_ref)",
+                                     num(a.khat.q50), num(a.khat.q90), num(a.khat.q99), num(a.khat.max)));
+  if (a.mode == stats::TailMode::thin_tail || a.mode == stats::TailMode::fitted) {
+    row("threshold u", fmt::format("{}  (q{:g} of the positive K-hat)", num(a.u), s.tail_q));
+    row("exceedances", fmt::format("{} replicates  (zeta = {} per replicate)", a.n_exc, num(a.zeta)));
+  }
+  if (a.mode == stats::TailMode::fitted) {
+    row("xi (free MLE)", num(a.free_fit->xi) + (a.free_fit->at_lower_bound ? "  (at bound -1)" : ""));
+    row("xi (clipped <= 0)", num(a.clipped_fit->xi));
+    row("sigma", num(a.clipped_fit->sigma));
+    row("return level r_T", fmt::format("{}  (horizon T = {:g} replicates)", num(a.r_t), s.horizon));
+    row("bootstrap se", fmt::format("{}  ({} of {} resamples, {})", num(a.se), a.bootstrap_used,
+                                    s.bootstrap, stats::to_string(s.bootstrap_kind)));
+    row("U = r_T + 3 se", num(a.U));
+  } else if (a.mode == stats::TailMode::thin_tail) {
+    row("U (empirical max)", num(a.U));
+  }
+  row("verdict", fmt::format("{}  (warn_K {:g}, fail_K {:g})", stats::to_string(a.verdict), s.warn_k, s.fail_k));
+  row("reason", a.reason);
+}
+
+struct TailFitOptions {
+  std::string file;
+  stats::VarianceSettings settings;
+  std::string bootstrap_kind = "exceedances";
+  bool json = false;
+};
+
+}  // namespace
+
+void register_tail_fit_command(CLI::App& app) {
+  auto opts = std::make_shared<TailFitOptions>();
+  auto* cmd = app.add_subcommand("tail-fit", "Variance-gate analysis of a stored K-hat sample");
+  cmd->footer(
+      "K-hat_r = max(0, (E_prod - eps)/E_ref) per replicate; the gate fits a generalized\n"
+      "Pareto tail above the tail_q quantile of the positive K-hat, clips the shape to\n"
+      "xi <= 0, and judges U = r_T + 3 se (return level at the horizon plus three bootstrap\n"
+      "standard errors) against warn_K / fail_K.\n\n"
+      "Example:  kcert tail-fit khat.txt --warn-k 2 --fail-k 10 --json > tail.json\n"
+      "Exit status: 0 analysed (whatever the verdict), 2 bad input.");
+  cmd->add_option("file", opts->file, "K-hat values, one per line ('inf' allowed, '#' comments; '-' = stdin)")
+      ->required();
+  cmd->add_option("--warn-k", opts->settings.warn_k, "PASS when U <= warn_K")->capture_default_str();
+  cmd->add_option("--fail-k", opts->settings.fail_k, "FAIL when U > fail_K (WARN between)")->capture_default_str();
+  cmd->add_option("--horizon", opts->settings.horizon, "training horizon T in replicates (one optimizer step)")
+      ->capture_default_str();
+  cmd->add_option("--tail-q", opts->settings.tail_q, "threshold u = this quantile of the positive K-hat")
+      ->capture_default_str();
+  cmd->add_option("--bootstrap", opts->settings.bootstrap, "bootstrap resamples B for se (0: none)")
+      ->capture_default_str();
+  cmd->add_option("--bootstrap-kind", opts->bootstrap_kind,
+                  "'exceedances' (u, zeta fixed; the method's default) or 'full' (resample all K-hat)")
+      ->check(CLI::IsMember({"exceedances", "full"}))
+      ->capture_default_str();
+  cmd->add_option("--seed", opts->settings.seed, "bootstrap seed")->capture_default_str();
+  cmd->add_flag("--json", opts->json, "print JSON (docs/results.md) instead of the table");
+  cmd->callback([opts]() {
+    auto settings = opts->settings;
+    settings.bootstrap_kind = opts->bootstrap_kind == "full" ? stats::BootstrapKind::full
+                                                             : stats::BootstrapKind::exceedances;
+    try {
+      stats::validate(settings);
+    } catch (const std::invalid_argument& e) {
+      throw UsageError(e.what());
+    }
+    const auto values = read_khat_file(opts->file);
+    const auto analysis = stats::analyze_tail(values, settings);
+    if (opts->json) {
+      auto j = to_json(analysis);
+      j["source"] = opts->file;
+      std::cout << j.dump(2) << "\n";
+    } else {
+      print_table(std::cout, opts->file == "-" ? "<stdin>" : opts->file, analysis);
+    }
+  });
+}
+
+}  // namespace kcert::cli

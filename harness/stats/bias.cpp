@@ -1,0 +1,102 @@
+#include "harness/stats/bias.hpp"
+
+#include <boost/math/distributions/normal.hpp>
+#include <cmath>
+#include <limits>
+#include <stdexcept>
+#include <string>
+
+namespace kcert::stats {
+
+std::string_view to_string(BiasStatistic s) {
+  return s == BiasStatistic::signed_difference ? "signed" : "magnitude";
+}
+
+namespace {
+void require_positive(double value, const char* field) {
+  if (!(value > 0.0) || !std::isfinite(value)) {
+    throw std::invalid_argument(std::string("bias thresholds: ") + field +
+                                " must be a positive finite number, got " +
+                                std::to_string(value));
+  }
+}
+}  // namespace
+
+void validate(const BiasThresholds& t) {
+  require_positive(t.z_star, "z_star");
+  require_positive(t.s_min, "s_min");
+  require_positive(t.c, "c");
+}
+
+BucketDecision decide_bucket(const BucketSample& b, const BiasThresholds& t) {
+  validate(t);
+  if (b.replicates < 2) {
+    throw std::invalid_argument("decide_bucket: needs at least 2 replicates, got " +
+                                std::to_string(b.replicates));
+  }
+  if (!(b.sd >= 0.0) || !std::isfinite(b.sd)) {
+    throw std::invalid_argument("decide_bucket: sd must be finite and >= 0, got " +
+                                std::to_string(b.sd));
+  }
+  if (!(b.ulp > 0.0) || !std::isfinite(b.ulp)) {
+    throw std::invalid_argument("decide_bucket: ulp must be positive and finite, got " +
+                                std::to_string(b.ulp));
+  }
+  if (!std::isfinite(b.mean)) {
+    throw std::invalid_argument("decide_bucket: mean must be finite, got " +
+                                std::to_string(b.mean));
+  }
+  constexpr double inf = std::numeric_limits<double>::infinity();
+  BucketDecision d;
+  d.direction = (b.mean > 0.0) - (b.mean < 0.0);
+  d.ulp_effect = std::fabs(b.mean) / b.ulp;
+  if (b.sd == 0.0) {
+    if (b.mean == 0.0) return d;  // bit-identical bucket: nothing to detect
+    // A constant non-zero difference is infinitely significant; never divide by zero.
+    d.z = d.direction * inf;
+    d.effect = inf;
+  } else {
+    d.z = std::sqrt(static_cast<double>(b.replicates)) * b.mean / b.sd;
+    d.effect = std::fabs(b.mean) / b.sd;
+  }
+  d.significant = std::fabs(d.z) > t.z_star;
+  if (!d.significant) {
+    d.verdict = Verdict::pass;
+  } else if (d.effect > t.s_min && std::fabs(b.mean) > t.c * b.ulp) {
+    d.verdict = Verdict::fail;
+  } else {
+    d.verdict = Verdict::warn;
+  }
+  return d;
+}
+
+double per_bucket_false_alarm(double z_star) {
+  require_positive(z_star, "z_star");
+  const boost::math::normal_distribution<double> standard;
+  // cdf(complement(…)) keeps full relative accuracy in the far tail.
+  return 2.0 * boost::math::cdf(boost::math::complement(standard, z_star));
+}
+
+double union_bound_false_alarm(std::size_t buckets, double z_star) {
+  const double bound = static_cast<double>(buckets) * per_bucket_false_alarm(z_star);
+  return bound < 1.0 ? bound : 1.0;
+}
+
+CertifiedHorizon certified_horizon(std::uint64_t replicates, double z_star, double beta) {
+  require_positive(z_star, "z_star");
+  if (replicates == 0) {
+    throw std::invalid_argument("certified_horizon: replicates must be positive");
+  }
+  if (!(beta > 0.0 && beta < 1.0)) {
+    throw std::invalid_argument("certified_horizon: beta must lie in (0, 1), got " +
+                                std::to_string(beta));
+  }
+  const boost::math::normal_distribution<double> standard;
+  const double z_power = boost::math::quantile(standard, 1.0 - beta);
+  CertifiedHorizon h;
+  h.rho_min = (z_star + z_power) / std::sqrt(static_cast<double>(replicates));
+  h.t_cert = 1.0 / (h.rho_min * h.rho_min);
+  return h;
+}
+
+}  // namespace kcert::stats

@@ -1,0 +1,67 @@
+#pragma once
+// The bias gate's decision (method.md §3): a replicate-level z-test per bucket with an
+// indifference zone made of two floors, a standardized-effect floor and a ULP floor.
+#include <cstdint>
+#include <span>
+#include <string_view>
+#include <vector>
+
+#include "harness/stats/verdict.hpp"
+
+namespace kcert::stats {
+
+// Which per-replicate bucket statistic is being judged. Both use the same decision.
+//   signed:    Δ = mean_{i∈g}(prod_i - ref_i)               (decides the gate by default)
+//   magnitude: M = mean_{i∈g} sign(ref_i)·(prod_i - ref_i)   (diagnostic unless asked for)
+enum class BiasStatistic { signed_difference, magnitude };
+std::string_view to_string(BiasStatistic s);
+
+struct BiasThresholds {
+  double z_star = 5.0;  // significance: |z| > z*
+  double s_min = 0.2;   // standardized-effect floor: |mean|/sd > s_min
+  double c = 0.05;      // ULP floor: |mean| > c·u_g
+};
+
+// Throws std::invalid_argument naming the field when a threshold is not a positive number.
+void validate(const BiasThresholds& t);
+
+// What the decision needs to know about one bucket after R replicates.
+struct BucketSample {
+  std::uint64_t replicates = 0;  // R
+  double mean = 0.0;             // mean over replicates of the bucket statistic
+  double sd = 0.0;               // sample sd over replicates (n - 1)
+  double ulp = 0.0;              // true ULP of W at the bucket's scale mean|oracle|
+};
+
+struct BucketDecision {
+  double z = 0.0;           // √R·mean/sd; ±inf for a non-zero constant difference
+  double effect = 0.0;      // |mean|/sd (standardized effect); inf when sd = 0, mean ≠ 0
+  double ulp_effect = 0.0;  // |mean|/u_g
+  int direction = 0;        // sign of the mean: +1 production above, -1 below, 0 none
+  bool significant = false; // |z| > z*
+  Verdict verdict = Verdict::pass;
+};
+
+// FAIL needs |z| > z*, effect > s_min and |mean| > c·u_g; significant but under either
+// floor is WARN; otherwise PASS. sd = 0 with mean = 0 (bit-identical) is PASS; sd = 0 with
+// a non-zero mean is infinitely significant and judged by the two floors alone.
+// Throws std::invalid_argument for fewer than 2 replicates, a negative or NaN sd, or a
+// non-positive ULP.
+BucketDecision decide_bucket(const BucketSample& bucket, const BiasThresholds& thresholds);
+
+// Two-sided per-bucket false-alarm probability 2Φ(-z*).
+double per_bucket_false_alarm(double z_star);
+
+// Union bound 2·G·Φ(-z*) on the probability that any of G null buckets is significant,
+// capped at 1 (it is a probability bound).
+double union_bound_false_alarm(std::size_t buckets, double z_star);
+
+// The smallest standardized effect ρ the budget detects with power 1-β, and the horizon
+// it certifies: ρ_min = (z* + z_{1-β})/√R, T_cert = 1/ρ_min².
+struct CertifiedHorizon {
+  double rho_min = 0.0;
+  double t_cert = 0.0;
+};
+CertifiedHorizon certified_horizon(std::uint64_t replicates, double z_star, double beta = 0.1);
+
+}  // namespace kcert::stats

@@ -1,0 +1,205 @@
+#include "harness/stats/tail.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <sstream>
+#include <stdexcept>
+
+#include "harness/stats/random.hpp"
+
+namespace kcert::stats {
+
+std::string_view to_string(BootstrapKind k) {
+  return k == BootstrapKind::exceedances ? "exceedances" : "full";
+}
+
+std::string_view to_string(TailMode m) {
+  switch (m) {
+    case TailMode::infinite: return "infinite";
+    case TailMode::trivially_aligned: return "trivially_aligned";
+    case TailMode::thin_tail: return "thin_tail";
+    case TailMode::fitted: return "fitted";
+  }
+  return "?";
+}
+
+void validate(const VarianceSettings& s) {
+  auto fail = [](const std::string& what) {
+    throw std::invalid_argument("variance settings: " + what);
+  };
+  if (!(s.tail_q > 0.0 && s.tail_q < 1.0)) fail("tail_q must lie in (0, 1), got " + std::to_string(s.tail_q));
+  if (!(s.horizon > 1.0) || !std::isfinite(s.horizon)) fail("horizon must be a finite number > 1, got " + std::to_string(s.horizon));
+  if (!(s.warn_k > 0.0) || !std::isfinite(s.warn_k)) fail("warn_k must be positive, got " + std::to_string(s.warn_k));
+  if (!(s.fail_k >= s.warn_k) || !std::isfinite(s.fail_k)) fail("fail_k must be finite and >= warn_k, got " + std::to_string(s.fail_k));
+  if (s.bootstrap < 0) fail("bootstrap must be >= 0, got " + std::to_string(s.bootstrap));
+  if (s.min_exceedances < 2) fail("min_exceedances must be >= 2, got " + std::to_string(s.min_exceedances));
+}
+
+double quantile_sorted(std::span<const double> sorted, double q) {
+  if (sorted.empty()) throw std::invalid_argument("quantile_sorted: empty sample");
+  if (!(q >= 0.0 && q <= 1.0)) {
+    throw std::invalid_argument("quantile_sorted: q must lie in [0, 1], got " + std::to_string(q));
+  }
+  const double h = q * static_cast<double>(sorted.size() - 1);
+  const auto lo = static_cast<std::size_t>(std::floor(h));
+  if (lo + 1 >= sorted.size()) return sorted.back();
+  const double frac = h - static_cast<double>(lo);
+  if (frac == 0.0) return sorted[lo];
+  // Infinities stay out of the arithmetic: inf - inf would be NaN.
+  if (std::isinf(sorted[lo + 1])) return sorted[lo + 1];
+  return sorted[lo] + frac * (sorted[lo + 1] - sorted[lo]);
+}
+
+Verdict threshold_verdict(double U, double warn_k, double fail_k) {
+  if (U <= warn_k) return Verdict::pass;
+  if (U <= fail_k) return Verdict::warn;
+  return Verdict::fail;
+}
+
+namespace {
+
+struct Peaks {
+  double u = 0.0;
+  std::vector<double> exceedances;
+  double zeta = 0.0;
+};
+
+// Threshold and exceedances of a sorted K̂ sample (zeros included in R).
+Peaks peaks_over_threshold(std::span<const double> sorted, double tail_q) {
+  Peaks p;
+  const auto first_positive = std::upper_bound(sorted.begin(), sorted.end(), 0.0);
+  const std::span<const double> positive(first_positive, sorted.end());
+  if (positive.empty()) return p;
+  p.u = quantile_sorted(positive, tail_q);
+  for (auto it = std::upper_bound(positive.begin(), positive.end(), p.u); it != positive.end(); ++it) {
+    p.exceedances.push_back(*it - p.u);
+  }
+  p.zeta = static_cast<double>(p.exceedances.size()) / static_cast<double>(sorted.size());
+  return p;
+}
+
+// The clipped fit's return level, or nullopt when the fit cannot be made (a resample of
+// identical values, say) or the horizon does not reach the tail.
+std::optional<double> clipped_return_level(const Peaks& p, double horizon) {
+  try {
+    const GpdFit fit = fit_gpd(p.exceedances, 0.0);
+    return return_level(p.u, fit.sigma, fit.xi, p.zeta, horizon);
+  } catch (const std::exception&) {
+    return std::nullopt;
+  }
+}
+
+double sample_sd(const std::vector<double>& v) {
+  if (v.size() < 2) return 0.0;
+  double mean = 0.0;
+  for (double x : v) mean += x;
+  mean /= static_cast<double>(v.size());
+  double ss = 0.0;
+  for (double x : v) ss += (x - mean) * (x - mean);
+  return std::sqrt(ss / static_cast<double>(v.size() - 1));
+}
+
+std::string format_number(double v) {
+  std::ostringstream os;
+  os.precision(4);
+  os << v;
+  return os.str();
+}
+
+}  // namespace
+
+TailAnalysis analyze_tail(std::span<const double> k_hat, const VarianceSettings& settings) {
+  validate(settings);
+  if (k_hat.empty()) throw std::invalid_argument("analyze_tail: the K-hat sample is empty");
+  for (std::size_t i = 0; i < k_hat.size(); ++i) {
+    if (std::isnan(k_hat[i]) || k_hat[i] < 0.0) {
+      throw std::invalid_argument("analyze_tail: K-hat[" + std::to_string(i) +
+                                  "] must be >= 0 or +inf, got " + std::to_string(k_hat[i]));
+    }
+  }
+  TailAnalysis a;
+  a.settings = settings;
+  std::vector<double> sorted(k_hat.begin(), k_hat.end());
+  std::sort(sorted.begin(), sorted.end());
+
+  auto& s = a.khat;
+  s.count = sorted.size();
+  s.zeros = static_cast<std::size_t>(std::upper_bound(sorted.begin(), sorted.end(), 0.0) - sorted.begin());
+  s.infinite = static_cast<std::size_t>(sorted.end() - std::lower_bound(sorted.begin(), sorted.end(), std::numeric_limits<double>::infinity()));
+  s.zero_fraction = static_cast<double>(s.zeros) / static_cast<double>(s.count);
+  s.q50 = quantile_sorted(sorted, 0.50);
+  s.q90 = quantile_sorted(sorted, 0.90);
+  s.q99 = quantile_sorted(sorted, 0.99);
+  s.max = sorted.back();
+
+  const double warn = settings.warn_k, fail = settings.fail_k;
+  if (s.infinite > 0) {
+    a.mode = TailMode::infinite;
+    a.U = std::numeric_limits<double>::infinity();
+    a.verdict = Verdict::fail;
+    a.reason = std::to_string(s.infinite) +
+               " replicate(s) with E_ref = 0 but E_prod beyond one ULP (K-hat = +inf)";
+    return a;
+  }
+  if (s.zeros == s.count) {
+    a.mode = TailMode::trivially_aligned;
+    a.verdict = Verdict::pass;
+    a.reason = "trivially aligned: production within one ULP of the oracle in every replicate";
+    return a;
+  }
+
+  Peaks peaks = peaks_over_threshold(sorted, settings.tail_q);
+  a.u = peaks.u;
+  a.n_exc = peaks.exceedances.size();
+  a.zeta = peaks.zeta;
+  if (a.n_exc < settings.min_exceedances) {
+    a.mode = TailMode::thin_tail;
+    a.U = s.max;
+    a.verdict = threshold_verdict(a.U, warn, fail);
+    a.reason = "thin tail: " + std::to_string(a.n_exc) + " exceedance(s) < " +
+               std::to_string(settings.min_exceedances) + ", judged by max K-hat = " +
+               format_number(s.max);
+    return a;
+  }
+
+  a.mode = TailMode::fitted;
+  a.free_fit = fit_gpd(peaks.exceedances);
+  a.clipped_fit = fit_gpd(peaks.exceedances, 0.0);
+  a.r_t = return_level(a.u, a.clipped_fit->sigma, a.clipped_fit->xi, a.zeta, settings.horizon);
+
+  std::vector<double> levels;
+  levels.reserve(static_cast<std::size_t>(settings.bootstrap));
+  Peaks resample;
+  for (int b = 0; b < settings.bootstrap; ++b) {
+    // Each resample has its own stream, so the result does not depend on the order in
+    // which resamples are computed.
+    SplitMix64 rng(derive_seed(settings.seed, static_cast<std::uint64_t>(b)));
+    std::optional<double> level;
+    if (settings.bootstrap_kind == BootstrapKind::exceedances) {
+      resample.u = peaks.u;
+      resample.zeta = peaks.zeta;
+      resample.exceedances.resize(peaks.exceedances.size());
+      for (double& y : resample.exceedances) y = peaks.exceedances[rng.below(peaks.exceedances.size())];
+      level = clipped_return_level(resample, settings.horizon);
+    } else {
+      std::vector<double> all(sorted.size());
+      for (double& k : all) k = sorted[rng.below(sorted.size())];
+      std::sort(all.begin(), all.end());
+      resample = peaks_over_threshold(all, settings.tail_q);
+      if (resample.exceedances.size() >= settings.min_exceedances) {
+        level = clipped_return_level(resample, settings.horizon);
+      }
+    }
+    if (level) levels.push_back(*level);
+  }
+  a.bootstrap_used = levels.size();
+  a.se = sample_sd(levels);
+  a.U = a.r_t + 3.0 * a.se;
+  a.verdict = threshold_verdict(a.U, warn, fail);
+  a.reason = "GPD tail: U = r_T + 3 se = " + format_number(a.U) + " against warn " +
+             format_number(warn) + " / fail " + format_number(fail);
+  return a;
+}
+
+}  // namespace kcert::stats

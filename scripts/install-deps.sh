@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# Installs (idempotently) every Debian 12 package that kcert's build, tests and nightly need.
+# Safe to run repeatedly: packages already present are skipped without touching apt.
+set -euo pipefail
+
+PACKAGES=(
+  # toolchain
+  build-essential cmake ninja-build ccache pkg-config git
+  # libraries the build links
+  libtorch-dev libpqxx-dev libpq-dev libyaml-cpp-dev libboost-math-dev libeigen3-dev
+  libcli11-dev catch2 nlohmann-json3-dev libfmt-dev libbenchmark-dev
+  # Without OpenBLAS, Debian's LibTorch runs fp32/fp64 GEMMs ~30x slower (reference BLAS).
+  libopenblas0-pthread
+  # the results database (server for the local cluster and the tests, client tools)
+  postgresql-15 postgresql-client-15
+  # independent reference implementation used to regenerate statistics fixtures
+  python3 python3-scipy python3-numpy
+)
+
+missing=()
+for p in "${PACKAGES[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$p")
+  fi
+done
+
+if ((${#missing[@]} == 0)); then
+  echo "install-deps: all ${#PACKAGES[@]} packages present"
+  exit 0
+fi
+
+SUDO=""
+if [[ $(id -u) -ne 0 ]]; then SUDO="sudo"; fi
+echo "install-deps: installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+# A fresh machine has no package lists; refresh them only when we actually install.
+$SUDO apt-get update -qq
+$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"

@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# The test command of the README. On a fresh Debian 12 machine: installs what is missing,
+# configures, builds and runs the whole CTest suite. Exits non-zero on any failure.
+#
+#   scripts/test.sh                 # everything
+#   KCERT_BUILD_DIR=out scripts/test.sh -R stats   # extra arguments go to ctest
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+BUILD="${KCERT_BUILD_DIR:-$ROOT/build}"
+JOBS="${KCERT_JOBS:-$(nproc)}"
+
+"$ROOT/scripts/install-deps.sh"
+
+start=$(date +%s)
+cmake -S "$ROOT" -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo
+cmake --build "$BUILD" --parallel "$JOBS"
+echo "test.sh: build took $(( $(date +%s) - start )) s"
+
+cd "$BUILD"
+ctest --output-on-failure --parallel "$JOBS" "$@"

@@ -1,0 +1,107 @@
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <limits>
+
+#include "harness/stats/bias.hpp"
+#include "reference.hpp"
+
+using kcert::stats::BiasThresholds;
+using kcert::stats::BucketSample;
+using kcert::stats::decide_bucket;
+using kcert::stats::Verdict;
+
+namespace {
+const BiasThresholds kDefaults{5.0, 0.2, 0.05};
+constexpr double kUlp = 0.0078125;  // bf16 at scale 1
+}  // namespace
+
+TEST_CASE("bias decision computes z and the standardized and ULP effects", "[bias]") {
+  // R = 1024, mean 0.0008, sd 0.002: z = 32·0.4 = 12.8, effect 0.4, 0.1024 ULP.
+  const auto d = decide_bucket({1024, 0.0008, 0.002, kUlp}, kDefaults);
+  CHECK(d.z == Approx(12.8).epsilon(1e-12));
+  CHECK(d.effect == Approx(0.4).epsilon(1e-12));
+  CHECK(d.ulp_effect == Approx(0.1024).epsilon(1e-12));
+  CHECK(d.direction == +1);
+  CHECK(d.significant);
+  CHECK(d.verdict == Verdict::fail);
+}
+
+TEST_CASE("bias FAIL needs all three conditions; otherwise significant is WARN", "[bias]") {
+  // Significant, effect 0.4 > 0.2, but 0.0003 < 0.05 ULP = 0.00039: under the ULP floor.
+  const auto ulp_floor = decide_bucket({1024, -0.0003, 0.00075, kUlp}, kDefaults);
+  CHECK(ulp_floor.significant);
+  CHECK(ulp_floor.direction == -1);
+  CHECK(ulp_floor.verdict == Verdict::warn);
+  // Significant thanks to a large R (z = 31.6) but the effect 0.1 is under s_min.
+  const auto effect_floor = decide_bucket({100000, 0.001, 0.01, kUlp}, kDefaults);
+  CHECK(effect_floor.z == Approx(std::sqrt(1e5) * 0.1));
+  CHECK(effect_floor.significant);
+  CHECK(effect_floor.effect == Approx(0.1));
+  CHECK(effect_floor.verdict == Verdict::warn);
+  // Large effect and many ULP but not significant (R small): PASS.
+  const auto not_significant = decide_bucket({4, 0.01, 0.01, kUlp}, kDefaults);
+  CHECK(not_significant.z == Approx(2.0));
+  CHECK_FALSE(not_significant.significant);
+  CHECK(not_significant.verdict == Verdict::pass);
+}
+
+TEST_CASE("bias significance is strict: |z| = z* is not significant", "[bias]") {
+  const auto d = decide_bucket({25, 1.0, 1.0, kUlp}, kDefaults);  // z = 5 exactly
+  CHECK(d.z == 5.0);
+  CHECK_FALSE(d.significant);
+  CHECK(d.verdict == Verdict::pass);
+}
+
+TEST_CASE("bias gate treats s_g = 0 with zero difference as PASS", "[bias]") {
+  const auto d = decide_bucket({1024, 0.0, 0.0, kUlp}, kDefaults);
+  CHECK(d.verdict == Verdict::pass);
+  CHECK(d.z == 0.0);
+  CHECK_FALSE(d.significant);
+}
+
+TEST_CASE("bias gate treats s_g = 0 with non-zero difference as significant", "[bias]") {
+  // Above the ULP floor: FAIL, with infinite z and effect and the right direction.
+  const auto big = decide_bucket({1024, -0.001, 0.0, kUlp}, kDefaults);
+  CHECK(std::isinf(big.z));
+  CHECK(big.z < 0);
+  CHECK(std::isinf(big.effect));
+  CHECK(big.significant);
+  CHECK(big.verdict == Verdict::fail);
+  // Under the ULP floor: WARN, never skipped.
+  const auto small = decide_bucket({1024, 1e-6, 0.0, kUlp}, kDefaults);
+  CHECK(small.significant);
+  CHECK(small.verdict == Verdict::warn);
+}
+
+TEST_CASE("bias decision rejects unusable input by name", "[bias]") {
+  CHECK_THROWS_WITH(decide_bucket({1, 0.1, 0.1, kUlp}, kDefaults), Catch::Contains("at least 2 replicates"));
+  CHECK_THROWS_WITH(decide_bucket({10, 0.1, -1.0, kUlp}, kDefaults), Catch::Contains("sd"));
+  CHECK_THROWS_WITH(decide_bucket({10, 0.1, 0.1, 0.0}, kDefaults), Catch::Contains("ulp"));
+  CHECK_THROWS_WITH(decide_bucket({10, std::nan(""), 0.1, kUlp}, kDefaults), Catch::Contains("mean"));
+  CHECK_THROWS_WITH(decide_bucket({10, 0.1, 0.1, kUlp}, BiasThresholds{5.0, -0.2, 0.05}),
+                    Catch::Contains("s_min"));
+}
+
+TEST_CASE("false-alarm figures match SciPy's normal tail", "[bias][scipy]") {
+  const auto& normal = kcert::test::stats_reference().at("normal");
+  CHECK(kcert::stats::per_bucket_false_alarm(5.0) ==
+        Approx(normal.at("two_sided_tail_z5").get<double>()).epsilon(1e-12));
+  CHECK(kcert::stats::per_bucket_false_alarm(3.0) ==
+        Approx(normal.at("two_sided_tail_z3").get<double>()).epsilon(1e-12));
+  // 2GΦ(-5) for G = 4096 channel buckets.
+  CHECK(kcert::stats::union_bound_false_alarm(4096, 5.0) ==
+        Approx(4096 * normal.at("two_sided_tail_z5").get<double>()).epsilon(1e-12));
+  CHECK(kcert::stats::union_bound_false_alarm(100000000, 3.0) == 1.0);  // capped
+}
+
+TEST_CASE("certified horizon follows rho_min = (z* + z_{1-beta})/sqrt(R)", "[bias][scipy]") {
+  const double z90 = kcert::test::stats_reference().at("normal").at("z_0.9");
+  const auto h = kcert::stats::certified_horizon(1024, 5.0);
+  CHECK(h.rho_min == Approx((5.0 + z90) / 32.0).epsilon(1e-12));
+  CHECK(h.t_cert == Approx(1024.0 / ((5.0 + z90) * (5.0 + z90))).epsilon(1e-12));
+  const double z80 = kcert::test::stats_reference().at("normal").at("z_0.8");
+  CHECK(kcert::stats::certified_horizon(4096, 5.0, 0.2).rho_min == Approx((5.0 + z80) / 64.0).epsilon(1e-12));
+  CHECK_THROWS(kcert::stats::certified_horizon(0, 5.0));
+  CHECK_THROWS(kcert::stats::certified_horizon(10, 5.0, 1.5));
+}

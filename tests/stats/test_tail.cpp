@@ -1,0 +1,156 @@
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "harness/stats/random.hpp"
+#include "harness/stats/tail.hpp"
+#include "reference.hpp"
+
+using kcert::stats::analyze_tail;
+using kcert::stats::TailMode;
+using kcert::stats::VarianceSettings;
+using kcert::stats::Verdict;
+
+namespace {
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
+VarianceSettings no_bootstrap() {
+  VarianceSettings s;
+  s.bootstrap = 0;
+  return s;
+}
+}  // namespace
+
+TEST_CASE("quantile uses NumPy's linear interpolation", "[tail][scipy]") {
+  for (const auto& row : kcert::test::stats_reference().at("quantiles")) {
+    const auto x = row.at("x").get<std::vector<double>>();
+    const double q = row.at("q");
+    INFO("n = " << x.size() << " q = " << q);
+    CHECK(kcert::stats::quantile_sorted(x, q) == Approx(row.at("value").get<double>()).epsilon(1e-14));
+  }
+  CHECK_THROWS(kcert::stats::quantile_sorted(std::vector<double>{}, 0.5));
+  CHECK_THROWS(kcert::stats::quantile_sorted(std::vector<double>{1.0}, 1.5));
+}
+
+TEST_CASE("peaks over threshold and return level agree with a SciPy pipeline", "[tail][scipy]") {
+  for (const auto& t : kcert::test::stats_reference().at("tail_analyses")) {
+    const auto k = t.at("khat").get<std::vector<double>>();
+    const auto a = analyze_tail(k, no_bootstrap());
+    INFO(t.at("name").get<std::string>());
+    CHECK(a.mode == TailMode::fitted);
+    CHECK(a.u == Approx(t.at("u").get<double>()).epsilon(1e-14));
+    CHECK(a.n_exc == t.at("n_exc").get<std::size_t>());
+    CHECK(a.zeta == Approx(t.at("zeta").get<double>()).epsilon(1e-14));
+    CHECK(a.khat.q50 == Approx(t.at("quantiles").at("0.5").get<double>()).epsilon(1e-14));
+    CHECK(a.khat.q99 == Approx(t.at("quantiles").at("0.99").get<double>()).epsilon(1e-14));
+    REQUIRE(t.at("scipy_converged").get<bool>());
+    CHECK(a.free_fit->xi == Approx(t.at("scipy_xi").get<double>()).epsilon(1e-5));
+    CHECK(a.clipped_fit->sigma == Approx(t.at("clipped_sigma").get<double>()).epsilon(1e-5));
+    CHECK(a.r_t == Approx(t.at("r_T").get<double>()).epsilon(1e-5));
+    CHECK(a.se == 0.0);
+    CHECK(a.U == a.r_t);
+  }
+}
+
+TEST_CASE("bootstrap se agrees with a SciPy bootstrap up to Monte Carlo error", "[tail][scipy]") {
+  // Independent resampling streams (NumPy vs SplitMix64), B = 400 each: the two estimates
+  // of the same sd differ by ~5 % (1σ); 20 % is a 4σ band.
+  for (const auto& t : kcert::test::stats_reference().at("tail_analyses")) {
+    VarianceSettings s;
+    s.bootstrap = 400;
+    const auto a = analyze_tail(t.at("khat").get<std::vector<double>>(), s);
+    INFO(t.at("name").get<std::string>() << ": kcert se " << a.se);
+    CHECK(a.bootstrap_used == 400);
+    CHECK(a.se == Approx(t.at("bootstrap_se_B400").get<double>()).epsilon(0.20));
+    CHECK(a.U == Approx(a.r_t + 3.0 * a.se).epsilon(1e-15));
+  }
+}
+
+TEST_CASE("bootstrap is reproducible from its seed", "[tail]") {
+  const auto k = kcert::test::stats_reference().at("tail_analyses").at(0).at("khat").get<std::vector<double>>();
+  VarianceSettings s;
+  const auto a = analyze_tail(k, s);
+  const auto b = analyze_tail(k, s);
+  CHECK(a.se == b.se);  // bit-identical
+  s.seed += 1;
+  const auto c = analyze_tail(k, s);
+  CHECK(c.se != a.se);
+  CHECK(c.se == Approx(a.se).epsilon(0.3));
+}
+
+TEST_CASE("full bootstrap resamples u and zeta as well", "[tail]") {
+  const auto k = kcert::test::stats_reference().at("tail_analyses").at(0).at("khat").get<std::vector<double>>();
+  VarianceSettings s;
+  const auto exc = analyze_tail(k, s);
+  s.bootstrap_kind = kcert::stats::BootstrapKind::full;
+  const auto full = analyze_tail(k, s);
+  CHECK(full.r_t == exc.r_t);  // the point estimate does not depend on the bootstrap
+  CHECK(full.se > 0.0);
+  CHECK(full.se != exc.se);
+  CHECK(full.bootstrap_used == 200);
+}
+
+TEST_CASE("an infinite K-hat fails the variance gate at once", "[tail]") {
+  std::vector<double> k(100, 1.0);
+  k[17] = kInf;
+  const auto a = analyze_tail(k, VarianceSettings{});
+  CHECK(a.mode == TailMode::infinite);
+  CHECK(a.verdict == Verdict::fail);
+  CHECK(std::isinf(a.U));
+  CHECK(a.khat.infinite == 1);
+  CHECK_THAT(a.reason, Catch::Contains("+inf"));
+}
+
+TEST_CASE("all-zero K-hat is PASS trivially aligned", "[tail]") {
+  const std::vector<double> k(1024, 0.0);
+  const auto a = analyze_tail(k, VarianceSettings{});
+  CHECK(a.mode == TailMode::trivially_aligned);
+  CHECK(a.verdict == Verdict::pass);
+  CHECK(a.khat.zero_fraction == 1.0);
+  CHECK_FALSE(a.free_fit);
+}
+
+TEST_CASE("thin tail judges the empirical maximum without a fit", "[tail]") {
+  // 1000 zeros and 60 positive values: q0.9 of the positives leaves 6 exceedances < 10.
+  std::vector<double> k(1000, 0.0);
+  for (int i = 1; i <= 60; ++i) k.push_back(0.05 * i);  // max 3.0
+  const auto a = analyze_tail(k, VarianceSettings{});
+  CHECK(a.mode == TailMode::thin_tail);
+  CHECK(a.n_exc == 6);
+  CHECK(a.U == 3.0);
+  CHECK(a.verdict == Verdict::warn);
+  CHECK_FALSE(a.clipped_fit);
+  CHECK_THAT(a.reason, Catch::Contains("thin tail"));
+  CHECK(a.zeta == Approx(6.0 / 1060.0));
+}
+
+TEST_CASE("variance verdict is PASS up to warn_K and WARN up to fail_K and FAIL above", "[tail]") {
+  using kcert::stats::threshold_verdict;
+  CHECK(threshold_verdict(2.0, 2.0, 10.0) == Verdict::pass);
+  CHECK(threshold_verdict(std::nextafter(2.0, 3.0), 2.0, 10.0) == Verdict::warn);
+  CHECK(threshold_verdict(10.0, 2.0, 10.0) == Verdict::warn);
+  CHECK(threshold_verdict(10.5, 2.0, 10.0) == Verdict::fail);
+  CHECK(threshold_verdict(kInf, 2.0, 10.0) == Verdict::fail);
+}
+
+TEST_CASE("an amplifying production kernel fails through its return level", "[tail]") {
+  // K-hat around 6 with an exponential tail: U far above fail_K = 10.
+  kcert::stats::SplitMix64 rng(5);
+  std::vector<double> k(1024);
+  for (auto& v : k) v = 6.0 - std::log(1.0 - rng.uniform());
+  const auto a = analyze_tail(k, VarianceSettings{});
+  CHECK(a.mode == TailMode::fitted);
+  CHECK(a.r_t > 10.0);
+  CHECK(a.verdict == Verdict::fail);
+}
+
+TEST_CASE("tail analysis rejects negative or NaN or empty samples by index", "[tail]") {
+  CHECK_THROWS_WITH(analyze_tail(std::vector<double>{}, VarianceSettings{}), Catch::Contains("empty"));
+  CHECK_THROWS_WITH(analyze_tail(std::vector<double>{1.0, -1.0}, VarianceSettings{}), Catch::Contains("K-hat[1]"));
+  CHECK_THROWS_WITH(analyze_tail(std::vector<double>{std::nan("")}, VarianceSettings{}), Catch::Contains("K-hat[0]"));
+  VarianceSettings bad;
+  bad.fail_k = 1.0;
+  CHECK_THROWS_WITH(analyze_tail(std::vector<double>{1.0}, bad), Catch::Contains("fail_k"));
+}
