@@ -13,4 +13,9 @@ class UsageError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// Ends a command with a given exit status after its output is complete.
+struct ExitWith {
+  int code;
+};
+
 }  // namespace kcert::cli

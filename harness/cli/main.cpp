@@ -6,10 +6,13 @@
 
 #include "harness/cli/exit_codes.hpp"
 #include "harness/cli/khat_reader.hpp"
+#include "harness/cli/run_cases_command.hpp"
 #include "harness/cli/tail_fit_command.hpp"
+#include "harness/kernels/registry.hpp"
 #include "harness/numerics/runtime.hpp"
 
 int main(int argc, char** argv) {
+  kcert::numerics::configure_allocator();
   CLI::App app{
       "kcert " KCERT_VERSION " - certifies kernel migrations numerically.\n"
       "For each operator it asks three questions of a (reference, production) kernel pair:\n"
@@ -26,6 +29,11 @@ int main(int argc, char** argv) {
       ->check(CLI::NonNegativeNumber);
   app.parse_complete_callback([&threads]() { kcert::numerics::configure_intra_op_threads(threads); });
 
+  app.fallthrough();  // global options may follow the subcommand: kcert run x.yaml --threads 2
+
+  kcert::kernels::Registry registry;
+  kcert::kernels::register_builtin_families(registry);
+  kcert::cli::register_run_command(app, registry);
   kcert::cli::register_tail_fit_command(app);
 
   try {
@@ -35,6 +43,8 @@ int main(int argc, char** argv) {
     // kcert keeps one code for every kind of bad input.
     const int code = app.exit(e);
     return code == 0 ? kcert::cli::exit_ok : kcert::cli::exit_input_error;
+  } catch (const kcert::cli::ExitWith& e) {
+    return e.code;
   } catch (const kcert::cli::InputError& e) {
     std::cerr << "kcert: error: " << e.what() << "\n";
     return kcert::cli::exit_input_error;

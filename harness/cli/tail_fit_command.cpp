@@ -9,63 +9,10 @@
 
 #include "harness/cli/exit_codes.hpp"
 #include "harness/cli/khat_reader.hpp"
-#include "harness/cli/tail_json.hpp"
+#include "harness/store/json.hpp"
 #include "harness/stats/tail.hpp"
 
 namespace kcert::cli {
-
-nlohmann::json json_number(double v) {
-  if (std::isnan(v)) return nullptr;
-  if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
-  return v;
-}
-
-nlohmann::json to_json(const stats::GpdFit& fit) {
-  return {{"xi", json_number(fit.xi)},
-          {"sigma", json_number(fit.sigma)},
-          {"log_likelihood", json_number(fit.log_likelihood)},
-          {"at_lower_bound", fit.at_lower_bound},
-          {"at_upper_bound", fit.at_upper_bound},
-          {"n", fit.n}};
-}
-
-nlohmann::json to_json(const stats::TailAnalysis& a) {
-  const auto& s = a.settings;
-  nlohmann::json j;
-  j["verdict"] = std::string(stats::to_string(a.verdict));
-  j["mode"] = std::string(stats::to_string(a.mode));
-  j["reason"] = a.reason;
-  j["replicates"] = a.khat.count;
-  j["khat"] = {{"zeros", a.khat.zeros},
-               {"zero_fraction", a.khat.zero_fraction},
-               {"infinite", a.khat.infinite},
-               {"q50", json_number(a.khat.q50)},
-               {"q90", json_number(a.khat.q90)},
-               {"q99", json_number(a.khat.q99)},
-               {"max", json_number(a.khat.max)}};
-  j["u"] = json_number(a.u);
-  j["n_exc"] = a.n_exc;
-  j["zeta"] = json_number(a.zeta);
-  j["xi_raw"] = a.free_fit ? json_number(a.free_fit->xi) : nlohmann::json(nullptr);
-  j["xi_clipped"] = a.clipped_fit ? json_number(a.clipped_fit->xi) : nlohmann::json(nullptr);
-  j["sigma"] = a.clipped_fit ? json_number(a.clipped_fit->sigma) : nlohmann::json(nullptr);
-  j["fit_free"] = a.free_fit ? to_json(*a.free_fit) : nlohmann::json(nullptr);
-  j["fit_clipped"] = a.clipped_fit ? to_json(*a.clipped_fit) : nlohmann::json(nullptr);
-  const bool fitted = a.mode == stats::TailMode::fitted;
-  j["r_T"] = fitted ? json_number(a.r_t) : nlohmann::json(nullptr);
-  j["se"] = fitted ? json_number(a.se) : nlohmann::json(nullptr);
-  j["U"] = json_number(a.U);
-  j["bootstrap_used"] = a.bootstrap_used;
-  j["settings"] = {{"tail_q", s.tail_q},
-                   {"horizon", s.horizon},
-                   {"warn_K", s.warn_k},
-                   {"fail_K", s.fail_k},
-                   {"bootstrap", s.bootstrap},
-                   {"bootstrap_kind", std::string(stats::to_string(s.bootstrap_kind))},
-                   {"seed", s.seed},
-                   {"min_exceedances", s.min_exceedances}};
-  return j;
-}
 
 namespace {
 
@@ -152,7 +99,7 @@ void register_tail_fit_command(CLI::App& app) {
     const auto values = read_khat_file(opts->file);
     const auto analysis = stats::analyze_tail(values, settings);
     if (opts->json) {
-      auto j = to_json(analysis);
+      auto j = store::to_json(analysis);
       j["source"] = opts->file;
       std::cout << j.dump(2) << "\n";
     } else {

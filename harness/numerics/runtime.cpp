@@ -2,6 +2,8 @@
 
 #include <torch/torch.h>
 
+#include <malloc.h>
+
 #include <thread>
 
 namespace kcert::numerics {
@@ -14,6 +16,11 @@ int configure_intra_op_threads(int requested) {
   }
   at::set_num_threads(threads);
   return at::get_num_threads();
+}
+
+void configure_allocator() {
+  mallopt(M_MMAP_THRESHOLD, 1 << 30);
+  mallopt(M_TRIM_THRESHOLD, 1 << 30);
 }
 
 std::string torch_version() {

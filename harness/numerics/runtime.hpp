@@ -10,6 +10,10 @@ namespace kcert::numerics {
 // Returns the count in effect afterwards.
 int configure_intra_op_threads(int requested);
 
+// Keeps large tensor buffers in the heap between batches: glibc otherwise maps and unmaps
+// every buffer over its mmap threshold, and the page faults cost more than the sweep.
+void configure_allocator();
+
 // "1.13.1" or similar; the version of the LibTorch this binary was built against.
 std::string torch_version();
 

@@ -1,0 +1,104 @@
+#include "harness/cli/report.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+
+namespace kcert::cli {
+
+namespace {
+
+std::string num(double v, int digits = 4) {
+  if (std::isnan(v)) return "-";
+  if (std::isinf(v)) return v > 0 ? "+inf" : "-inf";
+  return fmt::format("{:.{}g}", v, digits);
+}
+
+std::string verdict_text(const engine::CaseResult& r, stats::Verdict v) {
+  return r.error.empty() ? std::string(stats::to_string(v)) : "ERROR";
+}
+
+std::string direction(int d) { return d > 0 ? "+" : d < 0 ? "-" : "0"; }
+
+void print_buckets(std::ostream& out, const gates::BiasStatisticResult& s, const std::string& axis) {
+  const auto& rows = s.flagged.empty() ? s.top : s.flagged;
+  if (rows.empty()) return;
+  out << fmt::format("            {:>8}  {:>3}  {:>9}  {:>8}  {:>9}  {:>11}  {}\n", axis, "dir", "z", "effect", "ULP eff.",
+                     "mean (abs)", "verdict");
+  const std::size_t shown = std::min<std::size_t>(rows.size(), 8);
+  for (std::size_t i = 0; i < shown; ++i) {
+    const auto& b = rows[i];
+    out << fmt::format("            {:>8}  {:>3}  {:>9}  {:>8}  {:>9}  {:>11}  {}\n", b.bucket, direction(b.direction),
+                       num(b.z), num(b.effect, 3), num(b.ulp_effect, 3), num(b.mean, 3), stats::to_string(b.verdict));
+  }
+  if (rows.size() > shown) out << fmt::format("            ... {} more flagged buckets (see --json)\n", rows.size() - shown);
+}
+
+}  // namespace
+
+void print_verdict_table(std::ostream& out, const std::vector<engine::CaseResult>& results) {
+  std::size_t width = 4;
+  for (const auto& r : results) width = std::max(width, r.testcase.id.size());
+  width = std::min<std::size_t>(width, 60);
+  out << fmt::format("{:<{}}  {:<7}  {:<7}  {:<8}  {:<7}  {:>10}  {:>9}\n", "case", width, "algebra", "bias", "variance",
+                     "overall", "replicates", "seconds");
+  for (const auto& r : results) {
+    out << fmt::format("{:<{}}  {:<7}  {:<7}  {:<8}  {:<7}  {:>10}  {:>9.1f}{}\n", r.testcase.id.substr(0, width), width,
+                       verdict_text(r, r.algebra.verdict), verdict_text(r, r.bias.verdict),
+                       verdict_text(r, r.variance.verdict), verdict_text(r, r.verdict), r.replicates, r.runtime.seconds,
+                       r.unexpected.empty() ? "" : "  (unexpected)");
+  }
+}
+
+void print_case_details(std::ostream& out, const engine::CaseResult& r) {
+  const auto& tc = r.testcase;
+  out << fmt::format("\n== {} ({}, {}: {} -> {})\n", tc.id, testcase::to_string(tc.kind), tc.family,
+                     tc.reference.variant, tc.production.variant);
+  if (!r.error.empty()) {
+    out << "  error     " << r.error << "\n";
+    return;
+  }
+  out << fmt::format("  algebra   {}  {}\n", stats::to_string(r.algebra.verdict), r.algebra.reason);
+  const auto& b = r.bias;
+  out << fmt::format("  bias      {}  {}\n", stats::to_string(b.verdict), b.reason);
+  if (!r.nonfinite) {
+    for (const auto* s : {&b.signed_statistic, &b.magnitude_statistic}) {
+      out << fmt::format("    {} statistic{}: {} ({} FAIL, {} WARN, max |z| {}, max ULP effect {})\n",
+                         stats::to_string(s->statistic), s->deciding ? "" : " [diagnostic]",
+                         stats::to_string(s->verdict), s->fail_buckets, s->warn_buckets, num(s->max_abs_z),
+                         num(s->max_ulp_effect, 3));
+      print_buckets(out, *s, b.axis);
+    }
+    out << fmt::format("    z* {}, s_min {}, c {} ULP; union bound 2G·Phi(-z*) = {} over {} buckets; "
+                       "rho_min {} -> T_cert {} steps at R = {} replicates\n",
+                       num(b.thresholds.z_star), num(b.thresholds.s_min), num(b.thresholds.c), num(b.union_bound, 3),
+                       b.buckets, num(b.horizon.rho_min, 3), num(b.horizon.t_cert, 3), b.replicates);
+  }
+  const auto& v = r.variance;
+  out << fmt::format("  variance  {}  {}\n", stats::to_string(v.verdict), v.reason);
+  if (!r.nonfinite) {
+    const auto& t = v.tail;
+    out << fmt::format("    K-hat: q50 {} q90 {} q99 {} max {}; zeros {:.1f} %\n", num(t.khat.q50), num(t.khat.q90),
+                       num(t.khat.q99), num(t.khat.max), 100.0 * t.khat.zero_fraction);
+    if (t.mode == stats::TailMode::fitted) {
+      out << fmt::format("    u {}, n_exc {}, zeta {}, xi {} (clipped {}), sigma {}, r_T {}, se {}, U {}\n", num(t.u),
+                         t.n_exc, num(t.zeta, 3), num(t.free_fit->xi, 3), num(t.clipped_fit->xi, 3),
+                         num(t.clipped_fit->sigma, 3), num(t.r_t), num(t.se, 3), num(t.U));
+    }
+    std::string looks;
+    for (auto l : v.looks) looks += (looks.empty() ? "" : ", ") + std::to_string(l);
+    out << fmt::format("    stop: {} after looks at R = {}{}\n", stats::to_string(v.stop), looks,
+                       v.unstable ? " (UNSTABLE: R_max reached)" : "");
+  }
+  std::string shape;
+  for (const auto& [k, val] : tc.probe.params.values()) {
+    if (k.rfind("shape.", 0) == 0) shape += (shape.empty() ? "" : " ") + k.substr(6) + "=" + kernels::format_value(val);
+  }
+  out << fmt::format("  provenance seed {}, dtype {}, shape {}, shift {}, device {}, LibTorch {}{}\n", tc.probe.seed,
+                     stats::traits(tc.probe.dtype).name, shape, num(tc.probe.shift), r.runtime.device, r.torch_version,
+                     tc.profile.empty() ? "" : ", profile " + tc.profile);
+  for (const auto& u : r.unexpected) out << "  UNEXPECTED " << u << "\n";
+}
+
+}  // namespace kcert::cli

@@ -1,0 +1,170 @@
+#include "harness/cli/run_cases_command.hpp"
+
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <iostream>
+#include <memory>
+#include <set>
+
+#include "harness/cli/exit_codes.hpp"
+#include "harness/cli/khat_reader.hpp"
+#include "harness/cli/report.hpp"
+#include "harness/engine/engine.hpp"
+#include "harness/store/json.hpp"
+
+namespace kcert::cli {
+
+std::vector<testcase::TestCase> load_cases(const std::vector<std::string>& paths, const kernels::Registry& registry,
+                                           const std::string& profile) {
+  testcase::FamilySchemas schemas;
+  for (const auto& name : registry.family_names()) schemas.emplace(name, registry.family(name).schema());
+  std::vector<std::string> files;
+  try {
+    files = testcase::collect_testcase_files(paths);
+  } catch (const testcase::LoadError& e) {
+    throw InputError(e.what());
+  }
+  if (files.empty()) throw InputError("no test cases found (looked for *.yaml and *.yml in the given paths)");
+  std::vector<testcase::TestCase> cases;
+  std::string errors;
+  std::map<std::string, std::string> seen;
+  for (const auto& f : files) {
+    try {
+      auto tc = testcase::load_testcase(f, schemas, profile);
+      if (const auto it = seen.find(tc.id); it != seen.end()) {
+        errors += f + ": id: '" + tc.id + "' is already used by " + it->second + "\n";
+        continue;
+      }
+      seen.emplace(tc.id, f);
+      cases.push_back(std::move(tc));
+    } catch (const testcase::LoadError& e) {
+      errors += std::string(e.what()) + "\n";
+    }
+  }
+  if (!errors.empty()) {
+    errors.pop_back();
+    throw InputError(errors);
+  }
+  return cases;
+}
+
+namespace {
+
+struct RunOptionsCli {
+  std::vector<std::string> paths;
+  std::string json_path;
+  std::uint64_t replicates = 0;
+  std::uint64_t seed = 0;
+  bool seed_given = false;
+  std::string device = "cpu";
+  std::string profile;
+  std::int64_t batch = 0;
+  bool quiet = false;
+  bool brief = false;
+  bool expect = false;
+};
+
+// Progress on stderr: a rewritten line on a terminal, a line every 10 s otherwise.
+class ProgressPrinter {
+ public:
+  ProgressPrinter(std::size_t total, bool quiet) : total_(total), quiet_(quiet), tty_(::isatty(STDERR_FILENO) != 0) {}
+  void start(std::size_t index) { index_ = index; last_ = -1e9; }
+  void update(const engine::Progress& p) {
+    if (quiet_) return;
+    if (!tty_ && p.seconds - last_ < 10.0) return;
+    last_ = p.seconds;
+    const auto line = fmt::format("[{}/{}] {}: {}/{} replicates, {:.1f} s", index_ + 1, total_, *p.case_id, p.done,
+                                  p.target, p.seconds);
+    if (tty_) std::cerr << "\r\033[K" << line << std::flush;
+    else std::cerr << line << "\n";
+  }
+  void finish(const engine::CaseResult& r) {
+    if (quiet_) return;
+    if (tty_) std::cerr << "\r\033[K";
+    std::cerr << fmt::format("[{}/{}] {}: {} ({} replicates, {:.1f} s)\n", index_ + 1, total_, r.testcase.id,
+                             r.error.empty() ? std::string(stats::to_string(r.verdict)) : "ERROR", r.replicates,
+                             r.runtime.seconds);
+  }
+
+ private:
+  std::size_t total_;
+  bool quiet_;
+  bool tty_;
+  std::size_t index_ = 0;
+  double last_ = -1e9;
+};
+
+}  // namespace
+
+void register_run_command(CLI::App& app, const kernels::Registry& registry) {
+  auto o = std::make_shared<RunOptionsCli>();
+  auto* cmd = app.add_subcommand("run", "Run test cases (YAML files or folders) through the three gates");
+  cmd->footer(
+      "Each case names a (reference, production) kernel pair of a registered family and a probe\n"
+      "contract (docs/testcases.md). kcert evaluates both under the working precision and the\n"
+      "reference under fp64 (the oracle) on R replicates, then reports:\n"
+      "  algebra   both variants under the fp64 policy on the first replicates: same function?\n"
+      "  bias      per-bucket z-test of mean(prod - ref) with an effect floor and a ULP floor\n"
+      "  variance  GPD return level of K-hat = (E_prod - 1 ULP)/E_ref at the training horizon\n\n"
+      "Examples:\n"
+      "  kcert run testcases/negative/rmsnorm/n1_gemma_rmsnorm_offset_bf16.yaml\n"
+      "  kcert run testcases --profile smoke --json results.json\n\n"
+      "Exit status: 0 no case FAILed (with --expect: every case met its YAML expectation),\n"
+      "1 a case FAILed (with --expect: some case did not meet its expectation), 2 bad input or\n"
+      "harness error.");
+  cmd->add_option("cases", o->paths, "test-case files or folders (searched recursively for *.yaml)")->required();
+  cmd->add_option("--json", o->json_path, "also write the results as JSON to this file (docs/results.md)");
+  cmd->add_option("--replicates", o->replicates, "override R, the pre-declared replicate count of every case");
+  cmd->add_option("--seed", o->seed, "override every case's probe seed")->each([o](const std::string&) { o->seed_given = true; });
+  cmd->add_option("--device", o->device, "where kernels run")->check(CLI::IsMember({"cpu", "cuda"}))->capture_default_str();
+  cmd->add_option("--profile", o->profile, "apply each case's profiles.<name> overrides (e.g. smoke)");
+  cmd->add_option("--batch", o->batch, "replicates per kernel call (default: automatic)")->check(CLI::NonNegativeNumber);
+  cmd->add_flag("--quiet", o->quiet, "no progress lines on stderr");
+  cmd->add_flag("--brief", o->brief, "print the verdict table only");
+  cmd->add_flag("--expect", o->expect, "exit 1 when a case's verdicts differ from its YAML expectation");
+  cmd->callback([o, &registry]() {
+    const auto cases = load_cases(o->paths, registry, o->profile);
+    engine::RunOptions options;
+    if (o->replicates > 0) {
+      if (o->replicates < 2) throw UsageError("--replicates must be at least 2");
+      options.replicates = o->replicates;
+    }
+    if (o->seed_given) options.seed = o->seed;
+    options.device = o->device;
+    options.batch = o->batch;
+    ProgressPrinter progress(cases.size(), o->quiet);
+    options.progress = [&progress](const engine::Progress& p) { progress.update(p); };
+
+    std::vector<engine::CaseResult> results;
+    bool harness_error = false;
+    for (std::size_t i = 0; i < cases.size(); ++i) {
+      progress.start(i);
+      try {
+        results.push_back(engine::run_case(cases[i], registry, options));
+      } catch (const std::exception& e) {
+        if (o->device == "cuda" && std::string(e.what()).find("--device cuda") != std::string::npos) throw UsageError(e.what());
+        engine::CaseResult failed;
+        failed.testcase = cases[i];
+        failed.error = e.what();
+        failed.verdict = stats::Verdict::fail;
+        results.push_back(std::move(failed));
+        harness_error = true;
+      }
+      progress.finish(results.back());
+      // Keep what is done on disk after every case: an interrupted run loses nothing.
+      if (!o->json_path.empty()) store::write_json_file(o->json_path, store::results_document(results, KCERT_VERSION));
+    }
+
+    print_verdict_table(std::cout, results);
+    if (!o->brief) {
+      for (const auto& r : results) print_case_details(std::cout, r);
+    }
+    if (harness_error) throw ExitWith(exit_input_error);
+    bool finding = false;
+    for (const auto& r : results) finding |= o->expect ? !r.unexpected.empty() : r.verdict == stats::Verdict::fail;
+    if (finding) throw ExitWith(exit_finding);
+  });
+}
+
+}  // namespace kcert::cli

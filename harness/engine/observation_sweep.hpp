@@ -1,0 +1,27 @@
+#pragma once
+// The per-element sweep behind observe(): plain loops over raw arrays, compiled apart with
+// -O3 so the channel-periodic case vectorizes. A non-finite value anywhere is reported in
+// SweepOutput::finite (the caller then locates it with a slow scan).
+#include <cstdint>
+
+namespace kcert::engine::detail {
+
+enum class BucketPattern {
+  periodic,  // bucket of element i is i % G (the last dimension is the bucket axis)
+  blocked,   // bucket of element i is i / (n / G) (a leading dimension is the axis)
+  general,   // an arbitrary id table
+};
+
+struct SweepOutput {
+  double* delta;       // [G] sums of prod - ref
+  double* magnitude;   // [G] sums of sign(ref)·(prod - ref)
+  double* abs_oracle;  // [G] sums of |oracle|
+  double e_prod = 0.0, e_ref = 0.0, peak = 0.0;
+  bool finite = true;  // false: some input was NaN or ±inf and the sums are meaningless
+};
+
+// One replicate: n elements of ref and prod (W values held exactly in fp32) and oracle.
+void sweep(const float* ref, const float* prod, const double* oracle, std::int64_t n, const std::int64_t* ids,
+           std::int64_t buckets, BucketPattern pattern, SweepOutput& out);
+
+}  // namespace kcert::engine::detail

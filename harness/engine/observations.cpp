@@ -1,0 +1,130 @@
+#include "harness/engine/observations.hpp"
+
+#include <atomic>
+#include <cmath>
+#include <limits>
+#include <stdexcept>
+
+namespace kcert::engine {
+
+std::vector<std::int64_t> unravel(std::int64_t flat, at::IntArrayRef shape) {
+  std::vector<std::int64_t> index(shape.size());
+  for (std::size_t d = shape.size(); d-- > 0;) {
+    index[d] = flat % shape[d];
+    flat /= shape[d];
+  }
+  return index;
+}
+
+BucketLayout make_bucket_layout(const torch::Tensor& ids_tensor, at::IntArrayRef output_shape) {
+  if (ids_tensor.sizes() != output_shape) {
+    throw std::invalid_argument("bucket ids have shape " + c10::str(ids_tensor.sizes()) + " but the output has " +
+                                c10::str(output_shape));
+  }
+  const auto flat = ids_tensor.to(torch::kInt64).contiguous().view(-1);
+  BucketLayout layout;
+  layout.ids.assign(flat.data_ptr<std::int64_t>(), flat.data_ptr<std::int64_t>() + flat.numel());
+  for (auto id : layout.ids) {
+    if (id < 0) throw std::invalid_argument("bucket ids must be >= 0, got " + std::to_string(id));
+    layout.buckets = std::max(layout.buckets, id + 1);
+  }
+  layout.counts.assign(static_cast<std::size_t>(layout.buckets), 0);
+  for (auto id : layout.ids) ++layout.counts[static_cast<std::size_t>(id)];
+  for (std::size_t g = 0; g < layout.counts.size(); ++g) {
+    if (layout.counts[g] == 0) throw std::invalid_argument("bucket " + std::to_string(g) + " has no elements");
+  }
+  // Recognize the two regular layouts so the sweep can run without an id table.
+  const auto n = static_cast<std::int64_t>(layout.ids.size());
+  const auto G = layout.buckets;
+  if (n % G == 0) {
+    bool periodic = true, blocked = true;
+    for (std::int64_t i = 0; i < n && (periodic || blocked); ++i) {
+      periodic &= layout.ids[static_cast<std::size_t>(i)] == i % G;
+      blocked &= layout.ids[static_cast<std::size_t>(i)] == i / (n / G);
+    }
+    layout.pattern = periodic ? detail::BucketPattern::periodic
+                   : blocked  ? detail::BucketPattern::blocked
+                              : detail::BucketPattern::general;
+  }
+  return layout;
+}
+
+namespace {
+std::string describe_nonfinite(double v) {
+  if (std::isnan(v)) return "nan";
+  return v > 0 ? "+inf" : "-inf";
+}
+}  // namespace
+
+BatchObservations observe(const torch::Tensor& ref_t, const torch::Tensor& prod_t, const torch::Tensor& oracle_t,
+                          const BucketLayout& layout, std::int64_t first_replicate, at::IntArrayRef output_shape) {
+  // W values (bf16, fp16, fp32) are exact in fp32: half the traffic of fp64 copies.
+  const auto ref = ref_t.to(torch::kCPU).to(torch::kFloat32).contiguous();
+  const auto prod = prod_t.to(torch::kCPU).to(torch::kFloat32).contiguous();
+  const auto oracle = oracle_t.to(torch::kCPU).to(torch::kFloat64).contiguous();
+  if (ref_t.scalar_type() == torch::kFloat64) {
+    throw std::invalid_argument("observe: fp64 working precision is not supported (outputs would not be exact in fp32)");
+  }
+  const std::int64_t batch = ref.size(0);
+  const auto n = static_cast<std::int64_t>(layout.ids.size());
+  const auto G = static_cast<std::size_t>(layout.buckets);
+
+  BatchObservations out;
+  const auto locate_nonfinite = [&]() {
+    // Rare path: find the first offending element, in replicate and element order.
+    const float* pr = ref.data_ptr<float>();
+    const float* pp = prod.data_ptr<float>();
+    const double* po = oracle.data_ptr<double>();
+    for (std::int64_t k = 0; k < batch * n; ++k) {
+      const bool fr = std::isfinite(pr[k]), fp = std::isfinite(pp[k]), fo = std::isfinite(po[k]);
+      if (fr && fp && fo) continue;
+      const double bad = !fp ? pp[k] : !fr ? pr[k] : po[k];
+      const char* side = !fp ? "production" : !fr ? "reference" : "oracle";
+      const std::int64_t i = k % n;
+      out.nonfinite = NonFinite{side, describe_nonfinite(bad),
+                                gates::Location{first_replicate + k / n, i, unravel(i, output_shape),
+                                                layout.ids[static_cast<std::size_t>(i)]}};
+      return;
+    }
+  };
+  std::atomic<bool> all_finite{true};
+  out.replicates.resize(static_cast<std::size_t>(batch));
+  // Replicates are independent and each is swept by one thread in element order, so the
+  // result does not depend on the thread count.
+  at::parallel_for(0, batch, 1, [&](std::int64_t begin, std::int64_t end) {
+  for (std::int64_t b = begin; b < end; ++b) {
+    auto& o = out.replicates[static_cast<std::size_t>(b)];
+    o.delta.assign(G, 0.0);
+    o.magnitude.assign(G, 0.0);
+    o.abs_oracle.assign(G, 0.0);
+    detail::SweepOutput sweep_out{o.delta.data(), o.magnitude.data(), o.abs_oracle.data()};
+    detail::sweep(ref.data_ptr<float>() + b * n, prod.data_ptr<float>() + b * n, oracle.data_ptr<double>() + b * n, n,
+                  layout.ids.data(), layout.buckets, layout.pattern, sweep_out);
+    if (!sweep_out.finite) all_finite = false;
+    o.e_prod = sweep_out.e_prod;
+    o.e_ref = sweep_out.e_ref;
+    o.peak = sweep_out.peak;
+    for (std::size_t g = 0; g < G; ++g) {
+      const auto c = static_cast<double>(layout.counts[g]);
+      o.delta[g] /= c;
+      o.magnitude[g] /= c;
+      o.abs_oracle[g] /= c;
+    }
+  }
+  });
+  if (!all_finite) {
+    locate_nonfinite();
+    out.replicates.clear();
+  }
+  return out;
+}
+
+double k_hat(const ReplicateObservation& o, stats::FloatFormat working) {
+  const double peak = std::min(o.peak, stats::max_finite(working));
+  const double eps = stats::ulp_spacing(peak, working);
+  if (o.e_prod <= eps) return 0.0;  // within one ULP of the oracle: trivially aligned
+  if (o.e_ref == 0.0) return std::numeric_limits<double>::infinity();
+  return (o.e_prod - eps) / o.e_ref;
+}
+
+}  // namespace kcert::engine

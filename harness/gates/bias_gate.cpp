@@ -1,0 +1,93 @@
+#include "harness/gates/bias_gate.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <stdexcept>
+
+namespace kcert::gates {
+
+BiasAccumulator::BiasAccumulator(std::size_t buckets) : signed_(buckets), magnitude_(buckets), scale_sum_(buckets, 0.0) {}
+
+void BiasAccumulator::add(std::span<const double> delta, std::span<const double> magnitude,
+                          std::span<const double> abs_oracle_mean) {
+  signed_.add_row(delta);
+  magnitude_.add_row(magnitude);
+  if (abs_oracle_mean.size() != scale_sum_.size()) throw std::invalid_argument("BiasAccumulator::add: scale row has the wrong size");
+  for (std::size_t g = 0; g < scale_sum_.size(); ++g) scale_sum_[g] += abs_oracle_mean[g];
+}
+
+namespace {
+
+BiasStatisticResult judge(const stats::BucketMoments& m, const std::vector<double>& scale, const std::vector<double>& ulp,
+                          stats::BiasStatistic which, const stats::BiasThresholds& t) {
+  BiasStatisticResult out;
+  out.statistic = which;
+  std::vector<BucketReport> all;
+  all.reserve(m.buckets());
+  for (std::size_t g = 0; g < m.buckets(); ++g) {
+    const auto& mg = m[g];
+    const auto d = stats::decide_bucket({mg.count(), mg.mean(), mg.sd(), ulp[g]}, t);
+    BucketReport b;
+    b.bucket = static_cast<std::int64_t>(g);
+    b.direction = d.direction;
+    b.z = d.z;
+    b.effect = d.effect;
+    b.ulp_effect = d.ulp_effect;
+    b.mean = mg.mean();
+    b.sd = mg.sd();
+    b.scale = scale[g];
+    b.ulp = ulp[g];
+    b.verdict = d.verdict;
+    out.verdict = stats::worst(out.verdict, d.verdict);
+    out.fail_buckets += d.verdict == Verdict::fail;
+    out.warn_buckets += d.verdict == Verdict::warn;
+    out.max_abs_z = std::max(out.max_abs_z, std::fabs(d.z));
+    out.max_ulp_effect = std::max(out.max_ulp_effect, d.ulp_effect);
+    all.push_back(b);
+  }
+  // Largest |z| first; ties by bucket index so the order is reproducible.
+  std::stable_sort(all.begin(), all.end(), [](const BucketReport& a, const BucketReport& b) {
+    return std::fabs(a.z) > std::fabs(b.z);
+  });
+  for (const auto& b : all) {
+    if (b.verdict != Verdict::pass && out.flagged.size() < 64) out.flagged.push_back(b);
+  }
+  out.top.assign(all.begin(), all.begin() + static_cast<std::ptrdiff_t>(std::min<std::size_t>(5, all.size())));
+  return out;
+}
+
+}  // namespace
+
+BiasResult BiasAccumulator::decide(const stats::BiasThresholds& thresholds,
+                                   const std::vector<stats::BiasStatistic>& deciding, stats::FloatFormat working,
+                                   const std::string& axis) const {
+  const auto n = replicates();
+  if (n < 2) throw std::invalid_argument("bias gate: needs at least 2 replicates, got " + std::to_string(n));
+  std::vector<double> scale(buckets()), ulp(buckets());
+  const double max_w = stats::max_finite(working);
+  for (std::size_t g = 0; g < buckets(); ++g) {
+    scale[g] = scale_sum_[g] / static_cast<double>(n);
+    ulp[g] = stats::ulp_spacing(std::min(scale[g], max_w), working);
+  }
+  BiasResult r;
+  r.axis = axis;
+  r.buckets = static_cast<std::int64_t>(buckets());
+  r.replicates = n;
+  r.thresholds = thresholds;
+  r.union_bound = stats::union_bound_false_alarm(buckets(), thresholds.z_star);
+  r.horizon = stats::certified_horizon(n, thresholds.z_star);
+  r.signed_statistic = judge(signed_, scale, ulp, stats::BiasStatistic::signed_difference, thresholds);
+  r.magnitude_statistic = judge(magnitude_, scale, ulp, stats::BiasStatistic::magnitude, thresholds);
+  for (auto s : deciding) {
+    auto& res = s == stats::BiasStatistic::signed_difference ? r.signed_statistic : r.magnitude_statistic;
+    res.deciding = true;
+    r.verdict = stats::worst(r.verdict, res.verdict);
+  }
+  const auto& lead = r.signed_statistic.deciding ? r.signed_statistic : r.magnitude_statistic;
+  r.reason = std::to_string(lead.fail_buckets) + " FAIL / " + std::to_string(lead.warn_buckets) + " WARN of " +
+             std::to_string(r.buckets) + " " + axis + " buckets (" + std::string(stats::to_string(lead.statistic)) +
+             "), max |z| " + std::to_string(lead.max_abs_z);
+  return r;
+}
+
+}  // namespace kcert::gates

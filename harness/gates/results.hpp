@@ -1,0 +1,79 @@
+#pragma once
+// What each gate concludes, as plain values (no LibTorch): the engine fills them, the
+// sinks (console, JSON, PostgreSQL) read them.
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "harness/stats/bias.hpp"
+#include "harness/stats/stopping.hpp"
+#include "harness/stats/tail.hpp"
+#include "harness/stats/verdict.hpp"
+
+namespace kcert::gates {
+
+using stats::Verdict;
+
+// Where something happened in a case's outputs.
+struct Location {
+  std::int64_t replicate = -1;
+  std::int64_t element = -1;        // flat index within one replicate's output
+  std::vector<std::int64_t> index;  // the same, per output dimension (batch excluded)
+  std::int64_t bucket = -1;         // on the case's bucket axis
+};
+
+struct AlgebraResult {
+  Verdict verdict = Verdict::pass;
+  int replicates = 0;
+  double tolerance = 1e-9;
+  double worst_discrepancy = 0.0;  // max_r d_r, relative to max |ref|
+  Location worst;
+  std::string reason;
+};
+
+struct BucketReport {
+  std::int64_t bucket = 0;
+  int direction = 0;
+  double z = 0, effect = 0, ulp_effect = 0;
+  double mean = 0, sd = 0;  // of the statistic over replicates
+  double scale = 0;         // mean |oracle| in the bucket
+  double ulp = 0;           // true ULP of W at that scale
+  Verdict verdict = Verdict::pass;
+};
+
+struct BiasStatisticResult {
+  stats::BiasStatistic statistic = stats::BiasStatistic::signed_difference;
+  bool deciding = false;
+  Verdict verdict = Verdict::pass;
+  std::int64_t fail_buckets = 0;
+  std::int64_t warn_buckets = 0;
+  double max_abs_z = 0.0;
+  double max_ulp_effect = 0.0;
+  std::vector<BucketReport> flagged;  // FAIL and WARN buckets by |z|, at most 64
+  std::vector<BucketReport> top;      // the 5 buckets with the largest |z|
+};
+
+struct BiasResult {
+  Verdict verdict = Verdict::pass;  // worst of the deciding statistics
+  std::string axis;
+  std::int64_t buckets = 0;
+  std::uint64_t replicates = 0;
+  stats::BiasThresholds thresholds;
+  double union_bound = 0.0;  // 2GΦ(-z*)
+  stats::CertifiedHorizon horizon;
+  BiasStatisticResult signed_statistic;
+  BiasStatisticResult magnitude_statistic;
+  std::string reason;
+};
+
+struct VarianceResult {
+  Verdict verdict = Verdict::pass;
+  stats::TailAnalysis tail;
+  std::vector<std::uint64_t> looks;  // R at each look of the stopping rule
+  stats::StopReason stop = stats::StopReason::stable;
+  bool unstable = false;
+  std::string reason;
+};
+
+}  // namespace kcert::gates

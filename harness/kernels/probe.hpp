@@ -1,0 +1,26 @@
+#pragma once
+// Probe building blocks shared by the families: seeded generators and the shifted-Gaussian
+// activation law with outlier channels and per-row DC offsets.
+#include <torch/torch.h>
+
+#include <cstdint>
+
+#include "harness/kernels/schema.hpp"
+
+namespace kcert::kernels {
+
+// A CPU generator seeded from a derived seed; inputs are always drawn on the CPU so that a
+// replicate's values do not depend on the device.
+at::Generator make_generator(std::uint64_t seed);
+
+// Activations [rows, channels]: N(shift, scale²) per element; the outlier channels (every
+// channels/count-th channel, starting at 0) have their deviation multiplied by
+// outlier_magnitude; each row gets a DC offset N(0, row_offset_sd²). Drawn in fp32, then
+// rounded to the contract's dtype.
+torch::Tensor shifted_gaussian(const ProbeContract& probe, std::int64_t rows, std::int64_t channels,
+                               at::Generator& gen);
+
+// Indices of the outlier channels, as shifted_gaussian places them.
+std::vector<std::int64_t> outlier_channels(const ProbeContract& probe, std::int64_t channels);
+
+}  // namespace kcert::kernels

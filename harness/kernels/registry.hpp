@@ -1,0 +1,79 @@
+#pragma once
+// Operator families and their kernel variants, registered by name. The engine sees kernels
+// only through this interface; kernels know nothing of gates, YAML or databases.
+#include <torch/torch.h>
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "harness/kernels/schema.hpp"
+#include "harness/numerics/precision.hpp"
+
+namespace kcert::kernels {
+
+// Named input tensors. Per-replicate inputs carry a leading batch dimension (one slice
+// per replicate); fixed inputs (weights, tables) do not.
+class KernelInputs {
+ public:
+  void set(const std::string& name, torch::Tensor t) { tensors_[name] = std::move(t); }
+  // Throws std::out_of_range naming the input when it is missing.
+  const torch::Tensor& at(const std::string& name) const;
+  bool has(const std::string& name) const { return tensors_.count(name) > 0; }
+  const std::map<std::string, torch::Tensor>& tensors() const { return tensors_; }
+
+ private:
+  std::map<std::string, torch::Tensor> tensors_;
+};
+
+// A variant: a pure function of (inputs, precision policy, its parameters). Under the
+// working policy it returns a W-valued tensor, under the exact policy an fp64 one, with
+// the inputs' leading batch dimension.
+using KernelFn = std::function<torch::Tensor(const KernelInputs&, const numerics::Precision&, const ParamMap&)>;
+
+struct Variant {
+  VariantSchema schema;  // name, version, description, parameters
+  KernelFn fn;
+};
+
+struct Family {
+  std::string name;
+  std::string description;
+  std::vector<std::string> bucket_axes;  // the first is the default
+  std::vector<ParamSpec> probe_params;
+  std::function<std::optional<FieldError>(const ProbeContract&)> validate_probe;
+  // Fixed inputs of a case (weights, tables): drawn once from `seed`, rounded to W.
+  std::function<KernelInputs(const ProbeContract&, std::uint64_t seed)> make_fixed;
+  // One replicate's inputs, unbatched, drawn from the replicate's own seed, rounded to W.
+  std::function<KernelInputs(const ProbeContract&, const KernelInputs& fixed, std::uint64_t seed)> make_replicate;
+  // The bucket of every output element (output shape without the batch dimension), as an
+  // int64 tensor of that shape with values in [0, bucket count).
+  std::function<torch::Tensor(const std::string& axis, const ProbeContract&, at::IntArrayRef output_shape)> bucket_ids;
+  std::map<std::string, Variant> variants;
+
+  FamilySchema schema() const;
+};
+
+class Registry {
+ public:
+  // Throw std::invalid_argument when the name is already registered.
+  void add_family(Family family);
+  void add_variant(const std::string& family, Variant variant);
+
+  // Throw std::out_of_range listing what is available.
+  const Family& family(const std::string& name) const;
+  const Variant& variant(const std::string& family, const std::string& name) const;
+  const Family* find_family(const std::string& name) const;
+  std::vector<std::string> family_names() const;
+
+ private:
+  std::map<std::string, Family> families_;
+};
+
+// The families shipped with kcert.
+void register_builtin_families(Registry& registry);
+void register_rmsnorm_family(Registry& registry);
+
+}  // namespace kcert::kernels

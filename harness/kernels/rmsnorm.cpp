@@ -1,0 +1,150 @@
+// RMSNorm family: y = x / rms(x) · gain over the hidden dimension, with the cast points of
+// the public implementations the controls replay (../shared/controls/, N1-N7, #15-#19).
+//
+// Inputs: x [B, tokens, hidden] per replicate, w [hidden] fixed. Output [B, tokens, hidden].
+// Bucket axes: channel (hidden index, the default) and row (token index).
+#include <cmath>
+
+#include "harness/kernels/probe.hpp"
+#include "harness/kernels/registry.hpp"
+
+namespace kcert::kernels {
+
+namespace {
+
+using numerics::Precision;
+
+constexpr const char* kVersion = "kcert-builtin/1";
+
+const std::vector<ParamSpec> kEpsParam = {
+    {"eps", ParamType::number, ParamValue{1e-6}, 0.0, std::nullopt, {},
+     "added to the mean square before the square root; pass it explicitly on both sides"}};
+
+// u = up(x), r = 1/sqrt(mean(u²) + eps) over the hidden dimension, in the accumulation dtype.
+torch::Tensor inverse_rms(const torch::Tensor& u, double eps) {
+  return torch::rsqrt(u.pow(2).mean(-1, /*keepdim=*/true) + eps);
+}
+
+Variant variant(std::string name, std::string description, KernelFn fn) {
+  return Variant{VariantSchema{std::move(name), kVersion, std::move(description), kEpsParam}, std::move(fn)};
+}
+
+std::vector<Variant> rmsnorm_variants() {
+  std::vector<Variant> v;
+  v.push_back(variant(
+      "llama",
+      "HF LlamaRMSNorm cast points: normalize in fp32, round to W, then multiply by the W "
+      "weight in W (two roundings)",
+      [](const KernelInputs& in, const Precision& p, const ParamMap& prm) {
+        const auto u = p.up(in.at("x"));
+        const auto h = p.round_w(u * inverse_rms(u, prm.number("eps")));
+        return p.round_w(p.up(in.at("w")) * p.up(h));  // a W x W product, rounded once
+      }));
+  v.push_back(variant(
+      "llama_recip_sqrt",
+      "as llama, but u / sqrt(ms + eps) instead of u * rsqrt(ms + eps) (positive #16)",
+      [](const KernelInputs& in, const Precision& p, const ParamMap& prm) {
+        const auto u = p.up(in.at("x"));
+        const auto h = p.round_w(u / torch::sqrt(u.pow(2).mean(-1, true) + prm.number("eps")));
+        return p.round_w(p.up(in.at("w")) * p.up(h));
+      }));
+  v.push_back(variant(
+      "fused_weight_fp32",
+      "TransformerEngine / Gemma cast points: multiply the weight in fp32 and round once "
+      "(TE#1132 production side)",
+      [](const KernelInputs& in, const Precision& p, const ParamMap& prm) {
+        const auto u = p.up(in.at("x"));
+        return p.round_w(u * inverse_rms(u, prm.number("eps")) * p.up(in.at("w")));
+      }));
+  v.push_back(variant(
+      "gemma",
+      "Gemma zero-centred weight: gain (1 + w) formed in fp32, one rounding at the end",
+      [](const KernelInputs& in, const Precision& p, const ParamMap& prm) {
+        const auto u = p.up(in.at("x"));
+        return p.round_w(u * inverse_rms(u, prm.number("eps")) * (1.0 + p.up(in.at("w"))));
+      }));
+  v.push_back(variant(
+      "gemma_offset_in_w",
+      "Gemma gain (1 + w) formed in the weight dtype W, i.e. rounded to W per channel before "
+      "the fp32 multiply (N1: transformers#29402, vllm#3653, Liger#1462)",
+      [](const KernelInputs& in, const Precision& p, const ParamMap& prm) {
+        const auto u = p.up(in.at("x"));
+        const auto gain = p.round_w(p.up(in.at("w")) + 1.0);  // `w + 1.0` on a W tensor stays W
+        return p.round_w(u * inverse_rms(u, prm.number("eps")) * p.up(gain));
+      }));
+  return v;
+}
+
+std::optional<FieldError> validate(const ProbeContract& probe) {
+  const auto hidden = probe.params.integer("shape.hidden");
+  if (probe.outlier_count > hidden) {
+    return FieldError{"probe.outliers.count", "expected at most probe.shape.hidden = " + std::to_string(hidden) +
+                                                  " outlier channels, got " + std::to_string(probe.outlier_count)};
+  }
+  const auto& large = probe.params.number_list("weights.large");
+  if (static_cast<std::int64_t>(large.size()) > hidden) {
+    return FieldError{"probe.weights.large", "expected at most probe.shape.hidden = " + std::to_string(hidden) +
+                                                 " values, got " + std::to_string(large.size())};
+  }
+  return std::nullopt;
+}
+
+KernelInputs make_fixed(const ProbeContract& probe, std::uint64_t seed) {
+  const auto hidden = probe.params.integer("shape.hidden");
+  const auto& kind = probe.params.string("weights.kind");
+  const double spread = probe.params.number("weights.spread");
+  auto gen = make_generator(seed);
+  const auto opts = torch::TensorOptions().dtype(torch::kFloat64);
+  torch::Tensor w;
+  if (kind == "around_one") {
+    w = 1.0 + spread * at::randn({hidden}, gen, opts);
+  } else {  // zero_centred: Gemma stores w with the gain 1 + w
+    w = (at::rand({hidden}, gen, opts) * 2.0 - 1.0) * spread;
+  }
+  const auto& large = probe.params.number_list("weights.large");
+  for (std::size_t i = 0; i < large.size(); ++i) w[static_cast<std::int64_t>(i)] = large[i];
+  KernelInputs fixed;
+  fixed.set("w", w.to(numerics::to_dtype(probe.dtype)));
+  return fixed;
+}
+
+KernelInputs make_replicate(const ProbeContract& probe, const KernelInputs&, std::uint64_t seed) {
+  auto gen = make_generator(seed);
+  KernelInputs in;
+  in.set("x", shifted_gaussian(probe, probe.params.integer("shape.tokens"), probe.params.integer("shape.hidden"), gen));
+  return in;
+}
+
+torch::Tensor bucket_ids(const std::string& axis, const ProbeContract&, at::IntArrayRef shape) {
+  const auto tokens = shape[0], hidden = shape[1];
+  const auto opts = torch::TensorOptions().dtype(torch::kInt64);
+  if (axis == "channel") return torch::arange(hidden, opts).expand({tokens, hidden}).contiguous();
+  return torch::arange(tokens, opts).unsqueeze(1).expand({tokens, hidden}).contiguous();  // row
+}
+
+}  // namespace
+
+void register_rmsnorm_family(Registry& registry) {
+  Family f;
+  f.name = "rmsnorm";
+  f.description = "RMSNorm over the hidden dimension: x [tokens, hidden], weight w [hidden]";
+  f.bucket_axes = {"channel", "row"};
+  f.probe_params = {
+      {"shape.tokens", ParamType::integer, ParamValue{std::int64_t{512}}, 1.0, std::nullopt, {}, "tokens per replicate"},
+      {"shape.hidden", ParamType::integer, ParamValue{std::int64_t{256}}, 2.0, std::nullopt, {}, "hidden size"},
+      {"weights.kind", ParamType::string, ParamValue{std::string("around_one")}, std::nullopt, std::nullopt,
+       {"around_one", "zero_centred"},
+       "around_one: w = 1 + spread·N(0,1) (Llama); zero_centred: w ~ U(-spread, spread), gain 1 + w (Gemma)"},
+      {"weights.spread", ParamType::number, ParamValue{0.1}, 0.0, std::nullopt, {}, "spread of the weight law"},
+      {"weights.large", ParamType::number_list, ParamValue{std::vector<double>{}}, std::nullopt, std::nullopt, {},
+       "values written over the first weights (real checkpoints have a few large gains, e.g. 15.8)"},
+  };
+  f.validate_probe = validate;
+  f.make_fixed = make_fixed;
+  f.make_replicate = make_replicate;
+  f.bucket_ids = bucket_ids;
+  for (auto& v : rmsnorm_variants()) f.variants.emplace(v.schema.name, std::move(v));
+  registry.add_family(std::move(f));
+}
+
+}  // namespace kcert::kernels

@@ -1,0 +1,88 @@
+#pragma once
+// What a test case may say about a family and its variants: parameter declarations and
+// the probe contract. Torch-free, so the YAML loader does not pay for LibTorch headers.
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <variant>
+#include <vector>
+
+#include "harness/stats/ulp.hpp"
+
+namespace kcert::kernels {
+
+enum class ParamType { integer, number, boolean, string, number_list };
+std::string_view describe(ParamType t);  // "an integer", "a number", ...
+
+using ParamValue = std::variant<std::int64_t, double, bool, std::string, std::vector<double>>;
+std::string format_value(const ParamValue& v);
+
+struct ParamSpec {
+  std::string name;  // dotted inside probe ("shape.tokens"), plain for variant params ("eps")
+  ParamType type = ParamType::number;
+  std::optional<ParamValue> default_value;  // none: required
+  std::optional<double> min;                // inclusive, for integer/number
+  std::optional<double> max;                // inclusive
+  std::vector<std::string> choices;         // for strings
+  std::string description;
+};
+
+// Named parameter values, validated against ParamSpecs by the loader.
+class ParamMap {
+ public:
+  void set(const std::string& name, ParamValue value) { values_[name] = std::move(value); }
+  bool has(const std::string& name) const { return values_.count(name) > 0; }
+  // Throw std::out_of_range naming the parameter when it is missing or of another type.
+  std::int64_t integer(const std::string& name) const;
+  double number(const std::string& name) const;  // an integer value is accepted
+  bool boolean(const std::string& name) const;
+  const std::string& string(const std::string& name) const;
+  const std::vector<double>& number_list(const std::string& name) const;
+  const std::map<std::string, ParamValue>& values() const { return values_; }
+
+ private:
+  const ParamValue& get(const std::string& name) const;
+  std::map<std::string, ParamValue> values_;
+};
+
+// The probe contract of a test case (architecture.md: shapes, dtype, shift, scale,
+// outliers, per-row offsets, masks, seed). The generic fields apply to the family's
+// activation input; `params` holds the family-declared ones (shapes, weight laws, masks).
+struct ProbeContract {
+  stats::FloatFormat dtype = stats::FloatFormat::bf16;
+  std::uint64_t seed = 1;
+  double shift = 0.1;              // m: the DC shift of the Gaussian activations
+  double scale = 1.0;              // sd of the activations
+  std::int64_t outlier_count = 0;  // channels whose scale is multiplied by outlier_magnitude
+  double outlier_magnitude = 1.0;
+  double row_offset_sd = 0.0;      // sd of a per-row DC offset, drawn per replicate and row
+  ParamMap params;
+};
+
+// A problem with one field, for the loader to report with its file position.
+struct FieldError {
+  std::string field;    // dotted path from the document root, e.g. "probe.outliers.count"
+  std::string message;  // "expected at most 256 (probe.shape.hidden), got 300"
+};
+
+struct VariantSchema {
+  std::string name;
+  std::string version;
+  std::string description;
+  std::vector<ParamSpec> params;
+};
+
+struct FamilySchema {
+  std::string name;
+  std::string description;
+  std::vector<std::string> bucket_axes;   // the first is the default
+  std::vector<ParamSpec> probe_params;    // dotted names under probe:
+  std::map<std::string, VariantSchema> variants;
+  // Checks the contract as a whole ("impossible shapes"); nullopt when it is fine.
+  std::function<std::optional<FieldError>(const ProbeContract&)> validate_probe;
+};
+
+}  // namespace kcert::kernels

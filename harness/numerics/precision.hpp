@@ -1,0 +1,53 @@
+#pragma once
+// The precision policy (method.md §1). A kernel variant is a pure function of
+// (inputs, Precision) and never names a dtype: it writes `p.up(x)`, `p.round_w(t)`,
+// `p.trunc_w(t)`, `p.tf32(t)`, `p.constant_w(v)`. Under the working policy these are the
+// real roundings; under the exact (fp64) policy every one of them is exact, so the same
+// code yields the oracle and the algebra gate's evaluations.
+#include <torch/torch.h>
+
+#include <string>
+
+#include "harness/stats/ulp.hpp"
+
+namespace kcert::numerics {
+
+class Precision {
+ public:
+  // Working dtype W from its format; accumulation in fp32 (fp64 when W is fp64).
+  static Precision working(stats::FloatFormat format);
+  // Everything in fp64 and every policy operation exact: the oracle and the algebra gate.
+  static Precision exact();
+
+  bool is_exact() const { return exact_; }
+  torch::Dtype working_dtype() const { return working_; }
+  torch::Dtype accumulation_dtype() const { return accumulation_; }
+  // The format the policy rounds to (fp64 under the exact policy).
+  stats::FloatFormat format() const { return format_; }
+  std::string name() const;
+
+  // Round to the working dtype, round-to-nearest-even. Exact policy: to fp64, no rounding.
+  torch::Tensor round_w(const torch::Tensor& t) const;
+  // Upcast to the accumulation dtype (exact for W-valued tensors).
+  torch::Tensor up(const torch::Tensor& t) const;
+  // Round toward zero to the working dtype (a truncating store). Exact policy: to fp64.
+  torch::Tensor trunc_w(const torch::Tensor& t) const;
+  // Round an fp32 GEMM operand to TF32 (10 explicit mantissa bits, nearest, ties away
+  // from zero, as the hardware does). Result in fp32. Exact policy: to fp64, no rounding.
+  torch::Tensor tf32(const torch::Tensor& t) const;
+  // A constant as a kernel written in W would build it (`tensor(v, dtype=W)`): v rounded
+  // to W. Exact policy: v itself.
+  double constant_w(double v) const;
+
+ private:
+  Precision(torch::Dtype working, torch::Dtype accumulation, stats::FloatFormat format, bool exact)
+      : working_(working), accumulation_(accumulation), format_(format), exact_(exact) {}
+  torch::Dtype working_;
+  torch::Dtype accumulation_;
+  stats::FloatFormat format_;
+  bool exact_;
+};
+
+torch::Dtype to_dtype(stats::FloatFormat format);
+
+}  // namespace kcert::numerics

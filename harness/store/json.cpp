@@ -1,0 +1,196 @@
+#include "harness/store/json.hpp"
+
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <stdexcept>
+
+namespace kcert::store {
+
+nlohmann::json json_number(double v) {
+  if (std::isnan(v)) return nullptr;
+  if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
+  return v;
+}
+
+nlohmann::json to_json(const stats::GpdFit& fit) {
+  return {{"xi", json_number(fit.xi)},
+          {"sigma", json_number(fit.sigma)},
+          {"log_likelihood", json_number(fit.log_likelihood)},
+          {"at_lower_bound", fit.at_lower_bound},
+          {"at_upper_bound", fit.at_upper_bound},
+          {"n", fit.n}};
+}
+
+nlohmann::json to_json(const stats::TailAnalysis& a) {
+  const auto& s = a.settings;
+  nlohmann::json j;
+  j["verdict"] = std::string(stats::to_string(a.verdict));
+  j["mode"] = std::string(stats::to_string(a.mode));
+  j["reason"] = a.reason;
+  j["replicates"] = a.khat.count;
+  j["khat"] = {{"zeros", a.khat.zeros},
+               {"zero_fraction", a.khat.zero_fraction},
+               {"infinite", a.khat.infinite},
+               {"q50", json_number(a.khat.q50)},
+               {"q90", json_number(a.khat.q90)},
+               {"q99", json_number(a.khat.q99)},
+               {"max", json_number(a.khat.max)}};
+  j["u"] = json_number(a.u);
+  j["n_exc"] = a.n_exc;
+  j["zeta"] = json_number(a.zeta);
+  j["xi_raw"] = a.free_fit ? json_number(a.free_fit->xi) : nlohmann::json(nullptr);
+  j["xi_clipped"] = a.clipped_fit ? json_number(a.clipped_fit->xi) : nlohmann::json(nullptr);
+  j["sigma"] = a.clipped_fit ? json_number(a.clipped_fit->sigma) : nlohmann::json(nullptr);
+  j["fit_free"] = a.free_fit ? to_json(*a.free_fit) : nlohmann::json(nullptr);
+  j["fit_clipped"] = a.clipped_fit ? to_json(*a.clipped_fit) : nlohmann::json(nullptr);
+  const bool fitted = a.mode == stats::TailMode::fitted;
+  j["r_T"] = fitted ? json_number(a.r_t) : nlohmann::json(nullptr);
+  j["se"] = fitted ? json_number(a.se) : nlohmann::json(nullptr);
+  j["U"] = json_number(a.U);
+  j["bootstrap_used"] = a.bootstrap_used;
+  j["settings"] = {{"tail_q", s.tail_q},
+                   {"horizon", s.horizon},
+                   {"warn_K", s.warn_k},
+                   {"fail_K", s.fail_k},
+                   {"bootstrap", s.bootstrap},
+                   {"bootstrap_kind", std::string(stats::to_string(s.bootstrap_kind))},
+                   {"seed", s.seed},
+                   {"min_exceedances", s.min_exceedances}};
+  return j;
+}
+
+nlohmann::json to_json(const kernels::ParamMap& params) {
+  nlohmann::json j = nlohmann::json::object();
+  for (const auto& [name, value] : params.values()) {
+    std::visit([&](const auto& v) {
+      using T = std::decay_t<decltype(v)>;
+      if constexpr (std::is_same_v<T, double>) j[name] = json_number(v);
+      else j[name] = v;
+    }, value);
+  }
+  return j;
+}
+
+namespace {
+
+std::string verdict(stats::Verdict v) { return std::string(stats::to_string(v)); }
+
+nlohmann::json to_json(const gates::Location& l) {
+  if (l.replicate < 0) return nullptr;
+  return {{"replicate", l.replicate}, {"element", l.element}, {"index", l.index}, {"bucket", l.bucket}};
+}
+
+nlohmann::json to_json(const gates::BucketReport& b) {
+  return {{"bucket", b.bucket}, {"direction", b.direction}, {"z", json_number(b.z)},
+          {"effect", json_number(b.effect)}, {"ulp_effect", json_number(b.ulp_effect)},
+          {"mean", json_number(b.mean)}, {"sd", json_number(b.sd)}, {"scale", json_number(b.scale)},
+          {"ulp", json_number(b.ulp)}, {"verdict", verdict(b.verdict)}};
+}
+
+nlohmann::json to_json(const gates::BiasStatisticResult& s) {
+  nlohmann::json flagged = nlohmann::json::array(), top = nlohmann::json::array();
+  for (const auto& b : s.flagged) flagged.push_back(to_json(b));
+  for (const auto& b : s.top) top.push_back(to_json(b));
+  return {{"verdict", verdict(s.verdict)}, {"deciding", s.deciding}, {"fail_buckets", s.fail_buckets},
+          {"warn_buckets", s.warn_buckets}, {"max_abs_z", json_number(s.max_abs_z)},
+          {"max_ulp_effect", json_number(s.max_ulp_effect)}, {"flagged", flagged}, {"top", top}};
+}
+
+nlohmann::json expectation_json(const testcase::Expectation& e) {
+  nlohmann::json j = nlohmann::json::object();
+  for (const auto& [gate, verdicts] : e.gates) {
+    nlohmann::json list = nlohmann::json::array();
+    for (auto v : verdicts) list.push_back(verdict(v));
+    j[gate] = list;
+  }
+  if (!e.note.empty()) j["note"] = e.note;
+  return j;
+}
+
+}  // namespace
+
+nlohmann::json to_json(const engine::CaseResult& r) {
+  const auto& tc = r.testcase;
+  nlohmann::json j;
+  j["id"] = tc.id;
+  j["kind"] = std::string(testcase::to_string(tc.kind));
+  j["family"] = tc.family;
+  j["source"] = tc.source;
+  j["profile"] = tc.profile;
+  j["verdict"] = r.error.empty() ? verdict(r.verdict) : "ERROR";
+  j["replicates"] = r.replicates;
+  if (!r.error.empty()) j["error"] = r.error;
+  j["mechanism"] = tc.mechanism;
+  j["references"] = tc.references;
+  j["reference"] = {{"variant", tc.reference.variant}, {"version", tc.reference.version}, {"params", to_json(tc.reference.params)}};
+  j["production"] = {{"variant", tc.production.variant}, {"version", tc.production.version}, {"params", to_json(tc.production.params)}};
+
+  const auto& a = r.algebra;
+  nlohmann::json gates;
+  gates["algebra"] = {{"verdict", verdict(a.verdict)}, {"replicates", a.replicates}, {"tolerance", a.tolerance},
+                      {"worst_discrepancy", json_number(a.worst_discrepancy)}, {"worst", to_json(a.worst)},
+                      {"reason", a.reason}};
+  const auto& b = r.bias;
+  nlohmann::json deciding = nlohmann::json::array();
+  for (auto s : tc.gates.bias_deciding) deciding.push_back(std::string(stats::to_string(s)));
+  gates["bias"] = {{"verdict", verdict(b.verdict)}, {"axis", b.axis}, {"buckets", b.buckets},
+                   {"replicates", b.replicates},
+                   {"thresholds", {{"z_star", b.thresholds.z_star}, {"s_min", b.thresholds.s_min}, {"c", b.thresholds.c}}},
+                   {"deciding", deciding}, {"union_bound", json_number(b.union_bound)},
+                   {"rho_min", json_number(b.horizon.rho_min)}, {"T_cert", json_number(b.horizon.t_cert)},
+                   {"reason", b.reason}, {"signed", to_json(b.signed_statistic)},
+                   {"magnitude", to_json(b.magnitude_statistic)}};
+  const auto& v = r.variance;
+  gates["variance"] = {{"verdict", verdict(v.verdict)}, {"U", json_number(v.tail.U)}, {"reason", v.reason},
+                       {"looks", v.looks}, {"stop", std::string(stats::to_string(v.stop))},
+                       {"unstable", v.unstable}, {"tail", to_json(v.tail)}};
+  j["gates"] = gates;
+  if (r.nonfinite) {
+    j["nonfinite"] = {{"side", r.nonfinite->side}, {"value", r.nonfinite->value}, {"where", to_json(r.nonfinite->where)}};
+  } else {
+    j["nonfinite"] = nullptr;
+  }
+  j["expected"] = expectation_json(tc.expected);
+  j["unexpected"] = r.unexpected;
+  const auto& p = tc.probe;
+  j["probe"] = {{"dtype", std::string(stats::traits(p.dtype).name)}, {"seed", p.seed}, {"shift", json_number(p.shift)},
+                {"scale", json_number(p.scale)},
+                {"outliers", {{"count", p.outlier_count}, {"magnitude", json_number(p.outlier_magnitude)}}},
+                {"row_offsets", json_number(p.row_offset_sd)}, {"params", to_json(p.params)}};
+  j["settings"] = {{"replicates", tc.gates.replicates}, {"max_replicates", tc.gates.max_replicates},
+                   {"algebra_replicates", tc.gates.algebra_replicates}};
+  j["output_shape"] = r.output_shape;
+  if (tc.attestation) {
+    j["attestation"] = {{"path", tc.attestation->path}, {"theorem", tc.attestation->theorem}, {"status", tc.attestation->status}};
+  }
+  j["provenance"] = {{"torch_version", r.torch_version}, {"device", r.runtime.device}};
+  j["runtime"] = {{"threads", r.runtime.threads}, {"batch", r.runtime.batch}, {"seconds", r.runtime.seconds},
+                  {"kernel_seconds", r.runtime.kernel_seconds}, {"draw_seconds", r.runtime.draw_seconds},
+                  {"observe_seconds", r.runtime.observe_seconds}, {"stats_seconds", r.runtime.stats_seconds}};
+  return j;
+}
+
+nlohmann::json results_document(const std::vector<engine::CaseResult>& results, const std::string& kcert_version) {
+  nlohmann::json list = nlohmann::json::array();
+  for (const auto& r : results) list.push_back(to_json(r));
+  return {{"format", "kcert-results/1"}, {"kcert_version", kcert_version}, {"results", list}};
+}
+
+nlohmann::json without_runtime(nlohmann::json document) {
+  for (auto& r : document["results"]) r.erase("runtime");
+  return document;
+}
+
+void write_json_file(const std::string& path, const nlohmann::json& document) {
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp);
+    if (!out) throw std::runtime_error(path + ": cannot write");
+    out << document.dump(2) << "\n";
+    if (!out) throw std::runtime_error(path + ": write failed");
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) throw std::runtime_error(path + ": cannot rename " + tmp);
+}
+
+}  // namespace kcert::store

@@ -1,0 +1,31 @@
+#pragma once
+// JSON sink: results as documented in docs/results.md. +inf is written as the string "inf"
+// and an undefined value as null, since JSON has neither.
+#include <nlohmann/json.hpp>
+
+#include <string>
+#include <vector>
+
+#include "harness/engine/case_result.hpp"
+#include "harness/stats/tail.hpp"
+
+namespace kcert::store {
+
+nlohmann::json json_number(double v);
+nlohmann::json to_json(const stats::GpdFit& fit);
+nlohmann::json to_json(const stats::TailAnalysis& a);
+nlohmann::json to_json(const kernels::ParamMap& params);
+nlohmann::json to_json(const engine::CaseResult& r);
+
+// {"kcert_version": ..., "results": [...]}.
+nlohmann::json results_document(const std::vector<engine::CaseResult>& results, const std::string& kcert_version);
+
+// The same document without the fields that describe how a run went rather than what it
+// found (runtime: threads, batch, seconds); two runs of the same cases and seeds give
+// byte-identical output here.
+nlohmann::json without_runtime(nlohmann::json document);
+
+// Writes atomically (temporary file, then rename) so a crash never leaves half a file.
+void write_json_file(const std::string& path, const nlohmann::json& document);
+
+}  // namespace kcert::store

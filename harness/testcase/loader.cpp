@@ -1,0 +1,543 @@
+#include <yaml-cpp/yaml.h>
+
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include "harness/testcase/testcase.hpp"
+
+namespace kcert::testcase {
+
+std::string_view to_string(Kind k) { return k == Kind::negative ? "negative" : "positive"; }
+
+namespace {
+
+using kernels::ParamSpec;
+using kernels::ParamType;
+using kernels::ParamValue;
+
+// Walks a YAML document, remembering the source so every error names file:line:col.
+class Reader {
+ public:
+  explicit Reader(std::string source) : source_(std::move(source)) {}
+
+  [[noreturn]] void fail(const YAML::Node& node, const std::string& field, const std::string& message) const {
+    std::ostringstream os;
+    os << source_;
+    if (node.IsDefined() && node.Mark().line >= 0) os << ":" << node.Mark().line + 1 << ":" << node.Mark().column + 1;
+    os << ": " << field << ": " << message;
+    throw LoadError(os.str());
+  }
+
+  static std::string shown(const YAML::Node& node) {
+    if (node.IsScalar()) return "'" + node.Scalar() + "'";
+    if (node.IsSequence()) return "a list";
+    if (node.IsMap()) return "a mapping";
+    return "nothing";
+  }
+
+  void require_map(const YAML::Node& node, const std::string& field) const {
+    if (!node.IsMap()) fail(node, field, "expected a mapping, got " + shown(node));
+  }
+
+  // Rejects keys outside `allowed`, naming the key and the allowed ones.
+  void check_keys(const YAML::Node& map, const std::string& field, const std::vector<std::string>& allowed) const {
+    require_map(map, field);
+    for (const auto& kv : map) {
+      const auto key = kv.first.as<std::string>();
+      if (std::find(allowed.begin(), allowed.end(), key) == allowed.end()) {
+        std::string list;
+        for (const auto& a : allowed) list += (list.empty() ? "" : ", ") + a;
+        fail(kv.first, join(field, key), "unknown key (expected one of: " + list + ")");
+      }
+    }
+  }
+
+  static std::string join(const std::string& field, const std::string& key) {
+    return field.empty() ? key : field + "." + key;
+  }
+
+  std::string string(const YAML::Node& node, const std::string& field) const {
+    if (!node.IsScalar()) fail(node, field, "expected a string, got " + shown(node));
+    return node.Scalar();
+  }
+
+  std::string nonempty_string(const YAML::Node& node, const std::string& field) const {
+    auto s = string(node, field);
+    if (s.empty()) fail(node, field, "expected a non-empty string");
+    return s;
+  }
+
+  std::int64_t integer(const YAML::Node& node, const std::string& field) const {
+    if (!node.IsScalar()) fail(node, field, "expected an integer, got " + shown(node));
+    const auto& s = node.Scalar();
+    std::int64_t v = 0;
+    const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+    if (ec != std::errc() || end != s.data() + s.size()) fail(node, field, "expected an integer, got '" + s + "'");
+    return v;
+  }
+
+  std::int64_t positive_integer(const YAML::Node& node, const std::string& field) const {
+    const auto v = integer(node, field);
+    if (v <= 0) fail(node, field, "expected a positive integer, got " + std::to_string(v));
+    return v;
+  }
+
+  double number(const YAML::Node& node, const std::string& field) const {
+    if (!node.IsScalar()) fail(node, field, "expected a number, got " + shown(node));
+    std::string s = node.Scalar();
+    if (!s.empty() && s.front() == '+') s.erase(0, 1);
+    double v = 0.0;
+    const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+    if (ec != std::errc() || end != s.data() + s.size() || !std::isfinite(v)) {
+      fail(node, field, "expected a finite number, got '" + node.Scalar() + "'");
+    }
+    return v;
+  }
+
+  double positive_number(const YAML::Node& node, const std::string& field) const {
+    const double v = number(node, field);
+    if (!(v > 0.0)) fail(node, field, "expected a positive number, got " + node.Scalar());
+    return v;
+  }
+
+  bool boolean(const YAML::Node& node, const std::string& field) const {
+    const auto s = node.IsScalar() ? node.Scalar() : std::string();
+    if (s == "true") return true;
+    if (s == "false") return false;
+    fail(node, field, "expected true or false, got " + shown(node));
+  }
+
+  std::vector<std::string> string_list(const YAML::Node& node, const std::string& field) const {
+    if (!node.IsSequence()) fail(node, field, "expected a list of strings, got " + shown(node));
+    std::vector<std::string> out;
+    for (std::size_t i = 0; i < node.size(); ++i) out.push_back(string(node[i], field + "[" + std::to_string(i) + "]"));
+    return out;
+  }
+
+  stats::Verdict verdict(const YAML::Node& node, const std::string& field) const {
+    const auto s = string(node, field);
+    if (s == "PASS") return stats::Verdict::pass;
+    if (s == "WARN") return stats::Verdict::warn;
+    if (s == "FAIL") return stats::Verdict::fail;
+    fail(node, field, "expected PASS, WARN or FAIL, got '" + s + "'");
+  }
+
+  ParamValue param(const YAML::Node& node, const std::string& field, const ParamSpec& spec) const {
+    ParamValue value;
+    switch (spec.type) {
+      case ParamType::integer: value = integer(node, field); break;
+      case ParamType::number: value = number(node, field); break;
+      case ParamType::boolean: value = boolean(node, field); break;
+      case ParamType::string: value = string(node, field); break;
+      case ParamType::number_list: {
+        if (!node.IsSequence()) fail(node, field, "expected a list of numbers, got " + shown(node));
+        std::vector<double> list;
+        for (std::size_t i = 0; i < node.size(); ++i) list.push_back(number(node[i], field + "[" + std::to_string(i) + "]"));
+        value = list;
+        break;
+      }
+    }
+    const double as_number = spec.type == ParamType::integer ? static_cast<double>(std::get<std::int64_t>(value))
+                             : spec.type == ParamType::number ? std::get<double>(value)
+                                                              : 0.0;
+    if (spec.min && (spec.type == ParamType::integer || spec.type == ParamType::number) && as_number < *spec.min) {
+      fail(node, field, "expected " + std::string(kernels::describe(spec.type)) + " >= " +
+                            kernels::format_value(spec.type == ParamType::integer ? ParamValue{static_cast<std::int64_t>(*spec.min)}
+                                                                                   : ParamValue{*spec.min}) +
+                            ", got " + node.Scalar());
+    }
+    if (spec.max && (spec.type == ParamType::integer || spec.type == ParamType::number) && as_number > *spec.max) {
+      fail(node, field, "expected " + std::string(kernels::describe(spec.type)) + " <= " +
+                            kernels::format_value(ParamValue{*spec.max}) + ", got " + node.Scalar());
+    }
+    if (!spec.choices.empty()) {
+      const auto& s = std::get<std::string>(value);
+      if (std::find(spec.choices.begin(), spec.choices.end(), s) == spec.choices.end()) {
+        std::string list;
+        for (const auto& c : spec.choices) list += (list.empty() ? "" : ", ") + c;
+        fail(node, field, "expected one of " + list + ", got '" + s + "'");
+      }
+    }
+    return value;
+  }
+
+  // Reads declared parameters from a (possibly nested) mapping; dotted spec names address
+  // nested keys. Unknown keys are errors; missing keys take their defaults or are errors.
+  kernels::ParamMap params(const YAML::Node& map, const std::string& field, const std::vector<ParamSpec>& specs,
+                           const std::string& prefix, const YAML::Node& owner) const {
+    kernels::ParamMap out;
+    std::set<std::string> known;
+    for (const auto& spec : specs) {
+      known.insert(spec.name);
+      // yaml-cpp: a missing key yields an invalid node whose Type() throws; test
+      // IsDefined() before anything else.
+      const bool usable = map.IsDefined() && map.IsMap();
+      YAML::Node node = usable ? lookup(map, spec.name) : YAML::Node(YAML::NodeType::Undefined);
+      if (node.IsDefined() && !node.IsNull()) {
+        out.set(spec.name, param(node, join(field, spec.name), spec));
+      } else if (spec.default_value) {
+        out.set(spec.name, *spec.default_value);
+      } else {
+        fail(owner, join(field, spec.name), "required " + std::string(kernels::describe(spec.type)) + " is missing (" +
+                                                spec.description + ")");
+      }
+    }
+    if (map.IsDefined() && !map.IsNull()) check_unknown(map, field, prefix, known);
+    return out;
+  }
+
+  const std::string& source() const { return source_; }
+
+ private:
+  static YAML::Node lookup(const YAML::Node& map, const std::string& dotted) {
+    YAML::Node node = map;
+    std::size_t start = 0;
+    while (true) {
+      const auto dot = dotted.find('.', start);
+      const auto key = dotted.substr(start, dot == std::string::npos ? std::string::npos : dot - start);
+      if (!node.IsDefined() || !node.IsMap()) return YAML::Node(YAML::NodeType::Undefined);
+      const YAML::Node& parent = node;  // const access never inserts keys
+      YAML::Node child = parent[key];
+      if (!child.IsDefined()) return YAML::Node(YAML::NodeType::Undefined);
+      node.reset(child);
+      if (dot == std::string::npos) return node;
+      start = dot + 1;
+    }
+  }
+
+  void check_unknown(const YAML::Node& map, const std::string& field, const std::string& prefix,
+                     const std::set<std::string>& known) const {
+    require_map(map, field);
+    for (const auto& kv : map) {
+      const auto key = kv.first.as<std::string>();
+      const auto name = prefix.empty() ? key : prefix + "." + key;
+      if (known.count(name)) continue;
+      const bool is_group = std::any_of(known.begin(), known.end(), [&](const std::string& k) { return k.rfind(name + ".", 0) == 0; });
+      if (is_group && kv.second.IsMap()) {
+        check_unknown(kv.second, join(field, key), name, known);
+        continue;
+      }
+      std::string list;
+      for (const auto& k : known) {
+        if (prefix.empty() || k.rfind(prefix + ".", 0) == 0) list += (list.empty() ? "" : ", ") + k.substr(prefix.empty() ? 0 : prefix.size() + 1);
+      }
+      fail(kv.first, join(field, key), is_group ? "expected a mapping" : "unknown key (expected one of: " + list + ")");
+    }
+  }
+
+  std::string source_;
+};
+
+// Overrides `base` in place with `over` (mappings merge key by key; anything else
+// replaces). The override's nodes keep their own file positions.
+void merge_into(YAML::Node base, const YAML::Node& over) {
+  for (const auto& kv : over) {
+    const auto key = kv.first.as<std::string>();
+    YAML::Node target = base[key];
+    if (target.IsMap() && kv.second.IsMap()) {
+      merge_into(target, kv.second);
+    } else {
+      base[key] = kv.second;
+    }
+  }
+}
+
+KernelChoice kernel_choice(const Reader& r, const YAML::Node& node, const std::string& field,
+                           const kernels::FamilySchema& family) {
+  r.check_keys(node, field, {"variant", "version", "params"});
+  KernelChoice k;
+  if (!node["variant"]) r.fail(node, field + ".variant", "required: the name of a registered variant");
+  k.variant = r.nonempty_string(node["variant"], field + ".variant");
+  const auto it = family.variants.find(k.variant);
+  if (it == family.variants.end()) {
+    std::string list;
+    for (const auto& [n, v] : family.variants) list += (list.empty() ? "" : ", ") + n;
+    r.fail(node["variant"], field + ".variant",
+           "family '" + family.name + "' has no variant '" + k.variant + "' (available: " + list + ")");
+  }
+  k.version = node["version"] ? r.nonempty_string(node["version"], field + ".version") : it->second.version;
+  k.params = r.params(node["params"], field + ".params", it->second.params, "", node);
+  return k;
+}
+
+void read_gates(const Reader& r, const YAML::Node& node, GateSettings& g) {
+  if (!node.IsDefined() || node.IsNull()) return;
+  r.check_keys(node, "gates", {"replicates", "max_replicates", "algebra", "bias", "variance"});
+  if (node["replicates"]) g.replicates = static_cast<std::uint64_t>(r.positive_integer(node["replicates"], "gates.replicates"));
+  if (node["max_replicates"]) {
+    g.max_replicates = static_cast<std::uint64_t>(r.positive_integer(node["max_replicates"], "gates.max_replicates"));
+  }
+  if (g.replicates < 2) r.fail(node["replicates"], "gates.replicates", "expected at least 2 replicates");
+  if (g.max_replicates < g.replicates) {
+    r.fail(node["max_replicates"] ? node["max_replicates"] : node, "gates.max_replicates",
+           "expected at least gates.replicates = " + std::to_string(g.replicates) + ", got " + std::to_string(g.max_replicates));
+  }
+  // N_alg defaults to 16 but never to more than the pre-declared R.
+  g.algebra_replicates = static_cast<int>(std::min<std::uint64_t>(16, g.replicates));
+  if (const auto a = node["algebra"]) {
+    r.check_keys(a, "gates.algebra", {"replicates", "tolerance"});
+    if (a["replicates"]) {
+      g.algebra_replicates = static_cast<int>(r.positive_integer(a["replicates"], "gates.algebra.replicates"));
+      if (static_cast<std::uint64_t>(g.algebra_replicates) > g.replicates) {
+        r.fail(a["replicates"], "gates.algebra.replicates", "expected at most gates.replicates = " + std::to_string(g.replicates));
+      }
+    }
+    if (a["tolerance"]) g.algebra_tolerance = r.positive_number(a["tolerance"], "gates.algebra.tolerance");
+  }
+  if (const auto b = node["bias"]) {
+    r.check_keys(b, "gates.bias", {"z_star", "s_min", "c", "statistics"});
+    if (b["z_star"]) g.bias.z_star = r.positive_number(b["z_star"], "gates.bias.z_star");
+    if (b["s_min"]) g.bias.s_min = r.positive_number(b["s_min"], "gates.bias.s_min");
+    if (b["c"]) g.bias.c = r.positive_number(b["c"], "gates.bias.c");
+    if (const auto st = b["statistics"]) {
+      g.bias_deciding.clear();
+      const auto names = r.string_list(st, "gates.bias.statistics");
+      for (std::size_t i = 0; i < names.size(); ++i) {
+        if (names[i] == "signed") g.bias_deciding.push_back(stats::BiasStatistic::signed_difference);
+        else if (names[i] == "magnitude") g.bias_deciding.push_back(stats::BiasStatistic::magnitude);
+        else r.fail(st[i], "gates.bias.statistics[" + std::to_string(i) + "]", "expected signed or magnitude, got '" + names[i] + "'");
+      }
+      if (g.bias_deciding.empty()) r.fail(st, "gates.bias.statistics", "expected at least one of signed, magnitude");
+    }
+  }
+  if (const auto v = node["variance"]) {
+    r.check_keys(v, "gates.variance", {"tail_q", "horizon", "warn_K", "fail_K", "bootstrap", "bootstrap_kind"});
+    auto& s = g.variance;
+    if (v["tail_q"]) {
+      s.tail_q = r.number(v["tail_q"], "gates.variance.tail_q");
+      if (!(s.tail_q > 0.0 && s.tail_q < 1.0)) r.fail(v["tail_q"], "gates.variance.tail_q", "expected a number in (0, 1), got " + v["tail_q"].Scalar());
+    }
+    if (v["horizon"]) {
+      s.horizon = r.number(v["horizon"], "gates.variance.horizon");
+      if (!(s.horizon > 1.0)) r.fail(v["horizon"], "gates.variance.horizon", "expected a number > 1 (replicates), got " + v["horizon"].Scalar());
+    }
+    if (v["warn_K"]) s.warn_k = r.positive_number(v["warn_K"], "gates.variance.warn_K");
+    if (v["fail_K"]) s.fail_k = r.positive_number(v["fail_K"], "gates.variance.fail_K");
+    if (s.fail_k < s.warn_k) {
+      r.fail(v["fail_K"] ? v["fail_K"] : v, "gates.variance.fail_K", "expected at least warn_K");
+    }
+    if (v["bootstrap"]) {
+      const auto b = r.integer(v["bootstrap"], "gates.variance.bootstrap");
+      if (b < 0) r.fail(v["bootstrap"], "gates.variance.bootstrap", "expected an integer >= 0, got " + std::to_string(b));
+      s.bootstrap = static_cast<int>(b);
+    }
+    if (v["bootstrap_kind"]) {
+      const auto k = r.string(v["bootstrap_kind"], "gates.variance.bootstrap_kind");
+      if (k == "exceedances") s.bootstrap_kind = stats::BootstrapKind::exceedances;
+      else if (k == "full") s.bootstrap_kind = stats::BootstrapKind::full;
+      else r.fail(v["bootstrap_kind"], "gates.variance.bootstrap_kind", "expected exceedances or full, got '" + k + "'");
+    }
+  }
+}
+
+void read_probe(const Reader& r, const YAML::Node& node, const kernels::FamilySchema& family, TestCase& tc) {
+  if (!node) r.fail(node, "probe", "required mapping is missing");
+  r.require_map(node, "probe");
+  auto& p = tc.probe;
+  std::set<std::string> generic = {"dtype", "seed", "shift", "scale", "outliers", "row_offsets"};
+  if (!node["dtype"]) r.fail(node, "probe.dtype", "required: bf16, fp16, fp32 or fp64");
+  const auto dtype = r.string(node["dtype"], "probe.dtype");
+  const auto format = stats::parse_format(dtype);
+  if (!format) r.fail(node["dtype"], "probe.dtype", "expected bf16, fp16, fp32 or fp64, got '" + dtype + "'");
+  p.dtype = *format;
+  if (!node["seed"]) r.fail(node, "probe.seed", "required integer is missing (every case is reproducible from its seed)");
+  const auto seed = r.integer(node["seed"], "probe.seed");
+  if (seed < 0) r.fail(node["seed"], "probe.seed", "expected an integer >= 0, got " + std::to_string(seed));
+  p.seed = static_cast<std::uint64_t>(seed);
+  if (node["shift"]) p.shift = r.number(node["shift"], "probe.shift");
+  if (node["scale"]) p.scale = r.positive_number(node["scale"], "probe.scale");
+  if (const auto o = node["outliers"]) {
+    r.check_keys(o, "probe.outliers", {"count", "magnitude"});
+    if (o["count"]) {
+      p.outlier_count = r.integer(o["count"], "probe.outliers.count");
+      if (p.outlier_count < 0) r.fail(o["count"], "probe.outliers.count", "expected an integer >= 0, got " + o["count"].Scalar());
+    }
+    if (o["magnitude"]) p.outlier_magnitude = r.positive_number(o["magnitude"], "probe.outliers.magnitude");
+  }
+  if (node["row_offsets"]) {
+    p.row_offset_sd = r.number(node["row_offsets"], "probe.row_offsets");
+    if (p.row_offset_sd < 0) r.fail(node["row_offsets"], "probe.row_offsets", "expected a number >= 0 (sd of a per-row offset)");
+  }
+  // Family-declared parameters: everything else under probe.
+  YAML::Node rest(YAML::NodeType::Map);
+  for (const auto& kv : node) {
+    const auto key = kv.first.as<std::string>();
+    if (!generic.count(key)) rest[kv.first] = kv.second;
+  }
+  std::vector<std::string> family_keys;
+  for (const auto& spec : family.probe_params) family_keys.push_back(spec.name.substr(0, spec.name.find('.')));
+  for (const auto& kv : rest) {
+    const auto key = kv.first.as<std::string>();
+    if (std::find(family_keys.begin(), family_keys.end(), key) == family_keys.end()) {
+      std::string list = "dtype, seed, shift, scale, outliers, row_offsets";
+      std::set<std::string> uniq(family_keys.begin(), family_keys.end());
+      for (const auto& k : uniq) list += ", " + k;
+      r.fail(kv.first, "probe." + key, "unknown key (expected one of: " + list + ")");
+    }
+  }
+  p.params = r.params(rest, "probe", family.probe_params, "", node);
+  if (family.validate_probe) {
+    if (auto err = family.validate_probe(p)) {
+      // Point at the offending field when it exists in the document, else at probe.
+      YAML::Node where = node;
+      std::string path = err->field.rfind("probe.", 0) == 0 ? err->field.substr(6) : err->field;
+      YAML::Node walk = node;
+      std::size_t start = 0;
+      while (walk.IsMap()) {
+        const auto dot = path.find('.', start);
+        walk = walk[path.substr(start, dot == std::string::npos ? std::string::npos : dot - start)];
+        if (!walk.IsDefined()) break;
+        where = walk;
+        if (dot == std::string::npos) break;
+        start = dot + 1;
+      }
+      r.fail(where, err->field, err->message);
+    }
+  }
+}
+
+TestCase read_document(const Reader& r, YAML::Node doc, const FamilySchemas& families, const std::string& profile) {
+  r.check_keys(doc, "", {"schema", "id", "kind", "family", "mechanism", "references", "reference", "production", "probe",
+                          "buckets", "gates", "expected", "attestation", "profiles"});
+  TestCase tc;
+  tc.source = r.source();
+  if (!doc["schema"]) r.fail(doc, "schema", "required: the schema version, 1");
+  if (r.integer(doc["schema"], "schema") != 1) r.fail(doc["schema"], "schema", "expected 1 (the only schema version), got " + doc["schema"].Scalar());
+
+  if (const auto profiles = doc["profiles"]) {
+    r.require_map(profiles, "profiles");
+    for (const auto& kv : profiles) {
+      const auto name = kv.first.as<std::string>();
+      r.check_keys(kv.second, "profiles." + name, {"probe", "gates"});
+      tc.profiles.push_back(name);
+    }
+    if (!profile.empty() && profiles[profile]) {
+      merge_into(doc, profiles[profile]);
+      tc.profile = profile;
+    }
+  }
+
+  auto required = [&](const char* key) {
+    if (!doc[key]) r.fail(doc, key, "required field is missing");
+    return doc[key];
+  };
+  tc.id = r.nonempty_string(required("id"), "id");
+  for (char c : tc.id) {
+    if (static_cast<unsigned char>(c) < 0x20) r.fail(doc["id"], "id", "control characters are not allowed in an id");
+  }
+  const auto kind = r.string(required("kind"), "kind");
+  if (kind == "negative") tc.kind = Kind::negative;
+  else if (kind == "positive") tc.kind = Kind::positive;
+  else r.fail(doc["kind"], "kind", "expected negative (a real defect) or positive (a known-correct variant), got '" + kind + "'");
+  tc.family = r.nonempty_string(required("family"), "family");
+  const auto fam = families.find(tc.family);
+  if (fam == families.end()) {
+    std::string list;
+    for (const auto& [n, f] : families) list += (list.empty() ? "" : ", ") + n;
+    r.fail(doc["family"], "family", "no family '" + tc.family + "' is registered (available: " + list + ")");
+  }
+  const auto& family = fam->second;
+  tc.mechanism = r.nonempty_string(required("mechanism"), "mechanism");
+  tc.references = r.string_list(required("references"), "references");
+  tc.reference = kernel_choice(r, required("reference"), "reference", family);
+  tc.production = kernel_choice(r, required("production"), "production", family);
+  read_probe(r, doc["probe"], family, tc);
+  tc.bucket_axis = family.bucket_axes.front();
+  if (doc["buckets"]) {
+    tc.bucket_axis = r.string(doc["buckets"], "buckets");
+    if (std::find(family.bucket_axes.begin(), family.bucket_axes.end(), tc.bucket_axis) == family.bucket_axes.end()) {
+      std::string list;
+      for (const auto& a : family.bucket_axes) list += (list.empty() ? "" : ", ") + a;
+      r.fail(doc["buckets"], "buckets", "family '" + family.name + "' has no bucket axis '" + tc.bucket_axis + "' (available: " + list + ")");
+    }
+  }
+  read_gates(r, doc["gates"], tc.gates);
+  if (const auto e = doc["expected"]) {
+    r.check_keys(e, "expected", {"algebra", "bias", "variance", "note"});
+    for (const char* gate : {"algebra", "bias", "variance"}) {
+      const auto g = e[gate];
+      if (!g) continue;
+      const std::string field = std::string("expected.") + gate;
+      std::vector<stats::Verdict> ok;
+      if (g.IsSequence()) {
+        for (std::size_t i = 0; i < g.size(); ++i) ok.push_back(r.verdict(g[i], field + "[" + std::to_string(i) + "]"));
+        if (ok.empty()) r.fail(g, field, "expected at least one verdict");
+      } else {
+        ok.push_back(r.verdict(g, field));
+      }
+      tc.expected.gates[gate] = ok;
+    }
+    if (e["note"]) tc.expected.note = r.string(e["note"], "expected.note");
+  }
+  if (const auto a = doc["attestation"]) {
+    r.check_keys(a, "attestation", {"path", "theorem", "status"});
+    Attestation at;
+    if (a["path"]) at.path = r.string(a["path"], "attestation.path");
+    if (a["theorem"]) at.theorem = r.string(a["theorem"], "attestation.theorem");
+    if (a["status"]) at.status = r.string(a["status"], "attestation.status");
+    tc.attestation = at;
+  }
+  return tc;
+}
+
+YAML::Node parse_yaml(const std::string& text, const std::string& source) {
+  try {
+    return YAML::Load(text);
+  } catch (const YAML::ParserException& e) {
+    throw LoadError(source + ":" + std::to_string(e.mark.line + 1) + ":" + std::to_string(e.mark.column + 1) +
+                    ": YAML syntax error: " + e.msg);
+  }
+}
+
+}  // namespace
+
+TestCase parse_testcase(const std::string& text, const std::string& source, const FamilySchemas& families,
+                        const std::string& profile) {
+  const Reader reader(source);
+  YAML::Node doc = parse_yaml(text, source);
+  if (!doc.IsMap()) reader.fail(doc, "(document)", "expected a mapping of test-case fields");
+  TestCase tc = read_document(reader, doc, families, profile);
+  // Validate every other profile now: a typo in the CI profile must not wait for CI.
+  for (const auto& name : tc.profiles) {
+    if (name == tc.profile) continue;
+    read_document(reader, parse_yaml(text, source), families, name);
+  }
+  return tc;
+}
+
+TestCase load_testcase(const std::string& path, const FamilySchemas& families, const std::string& profile) {
+  std::ifstream in(path);
+  if (!in) throw LoadError(path + ": cannot open file");
+  std::stringstream buffer;
+  buffer << in.rdbuf();
+  return parse_testcase(buffer.str(), path, families, profile);
+}
+
+std::vector<std::string> collect_testcase_files(const std::vector<std::string>& paths) {
+  namespace fs = std::filesystem;
+  std::vector<std::string> files;
+  for (const auto& p : paths) {
+    std::error_code ec;
+    if (fs::is_directory(p, ec)) {
+      std::vector<std::string> found;
+      for (const auto& entry : fs::recursive_directory_iterator(p)) {
+        const auto ext = entry.path().extension().string();
+        if (entry.is_regular_file() && (ext == ".yaml" || ext == ".yml")) found.push_back(entry.path().string());
+      }
+      std::sort(found.begin(), found.end());
+      files.insert(files.end(), found.begin(), found.end());
+    } else if (fs::exists(p, ec)) {
+      files.push_back(p);
+    } else {
+      throw LoadError(p + ": no such file or directory");
+    }
+  }
+  return files;
+}
+
+}  // namespace kcert::testcase
