@@ -1,0 +1,156 @@
+#include <catch2/catch.hpp>
+
+#include <cmath>
+
+#include "harness/engine/engine.hpp"
+#include "harness/engine/observations.hpp"
+#include "harness/kernels/registry.hpp"
+#include "harness/store/json.hpp"
+
+using kcert::stats::Verdict;
+
+namespace {
+
+kcert::kernels::Registry builtin_registry() {
+  kcert::kernels::Registry r;
+  kcert::kernels::register_builtin_families(r);
+  return r;
+}
+
+kcert::testcase::TestCase rmsnorm_case(const kcert::kernels::Registry& registry, const std::string& ref,
+                                       const std::string& prod, const std::string& weights = "zero_centred") {
+  kcert::testcase::FamilySchemas schemas;
+  schemas.emplace("rmsnorm", registry.family("rmsnorm").schema());
+  const std::string yaml = "schema: 1\nid: t\nkind: negative\nfamily: rmsnorm\nmechanism: m\nreferences: []\n"
+                           "reference: {variant: " + ref + "}\nproduction: {variant: " + prod + "}\n"
+                           "probe: {dtype: bf16, seed: 5, shift: 0.5, shape: {tokens: 16, hidden: 32}, "
+                           "weights: {kind: " + weights + ", spread: 0.5}}\n"
+                           "gates: {replicates: 64, max_replicates: 256}\n";
+  return kcert::testcase::parse_testcase(yaml, "t.yaml", schemas);
+}
+
+}  // namespace
+
+TEST_CASE("bucket layouts recognize channel and row patterns", "[observations]") {
+  const std::vector<int64_t> shape{3, 4};
+  const auto channel = kcert::engine::make_bucket_layout(torch::arange(4).expand({3, 4}).contiguous(), shape);
+  CHECK(channel.buckets == 4);
+  CHECK(channel.pattern == kcert::engine::detail::BucketPattern::periodic);
+  CHECK(channel.counts == std::vector<int64_t>({3, 3, 3, 3}));
+  const auto row = kcert::engine::make_bucket_layout(torch::arange(3).unsqueeze(1).expand({3, 4}).contiguous(), shape);
+  CHECK(row.pattern == kcert::engine::detail::BucketPattern::blocked);
+  const auto odd = kcert::engine::make_bucket_layout(torch::tensor({0, 1, 1, 0, 0, 1, 1, 0, 0, 1, 1, 0}).view({3, 4}), shape);
+  CHECK(odd.pattern == kcert::engine::detail::BucketPattern::general);
+  CHECK_THROWS_WITH(kcert::engine::make_bucket_layout(torch::tensor({0, 2, 0, 2}).view({2, 2}), std::vector<int64_t>{2, 2}),
+                    Catch::Contains("bucket 1 has no elements"));
+}
+
+TEST_CASE("observations are exact bucket means of prod - ref and sign(ref)·(prod - ref)", "[observations]") {
+  const std::vector<int64_t> shape{2, 2};
+  const auto layout = kcert::engine::make_bucket_layout(torch::arange(2).expand({2, 2}).contiguous(), shape);
+  const auto ref = torch::tensor({1.0, -2.0, -1.0, 4.0}, torch::kFloat64).view({1, 2, 2}).to(torch::kBFloat16);
+  const auto prod = torch::tensor({1.5, -2.0, -1.25, 3.0}, torch::kFloat64).view({1, 2, 2}).to(torch::kBFloat16);
+  const auto oracle = torch::tensor({1.25, -2.0, -1.0, 3.5}, torch::kFloat64).view({1, 2, 2});
+  const auto obs = kcert::engine::observe(ref, prod, oracle, layout, 0, shape);
+  REQUIRE(obs.replicates.size() == 1);
+  const auto& o = obs.replicates[0];
+  CHECK(o.delta == std::vector<double>({(0.5 - 0.25) / 2, (0.0 - 1.0) / 2}));
+  CHECK(o.magnitude == std::vector<double>({(0.5 + 0.25) / 2, (0.0 - 1.0) / 2}));
+  CHECK(o.abs_oracle == std::vector<double>({(1.25 + 1.0) / 2, (2.0 + 3.5) / 2}));
+  CHECK(o.e_prod == 0.5);
+  CHECK(o.e_ref == 0.5);
+  CHECK(o.peak == 3.5);
+}
+
+TEST_CASE("K-hat follows the degenerate rules of method.md section 4", "[observations]") {
+  using kcert::stats::FloatFormat;
+  kcert::engine::ReplicateObservation o;
+  o.peak = 1.5;  // bf16 ULP at 1.5 is 2^-7
+  o.e_prod = 0x1p-7;
+  o.e_ref = 0.01;
+  CHECK(kcert::engine::k_hat(o, FloatFormat::bf16) == 0.0);  // within one ULP
+  o.e_prod = 3 * 0x1p-7;
+  CHECK(kcert::engine::k_hat(o, FloatFormat::bf16) == Approx(2 * 0x1p-7 / 0.01));
+  o.e_ref = 0.0;
+  CHECK(std::isinf(kcert::engine::k_hat(o, FloatFormat::bf16)));
+}
+
+TEST_CASE("a NaN from a kernel is a FAIL with its location, not a crash", "[engine]") {
+  auto registry = builtin_registry();
+  // A production variant that poisons element (3, 5) whenever that input is large.
+  kcert::kernels::Variant poisoned{{"poisoned", "test/1", "NaN at (3, 5) when x > 1.5", {{"eps", kcert::kernels::ParamType::number, kcert::kernels::ParamValue{1e-6}}}},
+                                   [](const kcert::kernels::KernelInputs& in, const kcert::numerics::Precision& p,
+                                      const kcert::kernels::ParamMap&) {
+                                     const auto u = p.up(in.at("x"));
+                                     auto y = u * torch::rsqrt(u.pow(2).mean(-1, true) + 1e-6) * (1.0 + p.up(in.at("w")));
+                                     auto bad = u.select(1, 3).select(1, 5) > 1.5;
+                                     y.select(1, 3).select(1, 5).masked_fill_(bad, std::nan(""));
+                                     return p.round_w(y);
+                                   }};
+  registry.add_variant("rmsnorm", poisoned);
+  const auto result = kcert::engine::run_case(rmsnorm_case(registry, "gemma", "poisoned"), registry, {});
+  CHECK(result.verdict == Verdict::fail);
+  REQUIRE(result.nonfinite);
+  CHECK(result.nonfinite->side == "production");
+  CHECK(result.nonfinite->value == "nan");
+  CHECK(result.nonfinite->where.index == std::vector<int64_t>({3, 5}));
+  CHECK(result.nonfinite->where.bucket == 5);
+  CHECK(result.bias.verdict == Verdict::fail);
+  CHECK_THAT(result.variance.reason, Catch::Contains("non-finite output (nan) from the production"));
+  CHECK(result.error.empty());
+}
+
+TEST_CASE("a variant that returns the wrong dtype is a clear harness error", "[engine]") {
+  auto registry = builtin_registry();
+  registry.add_variant("rmsnorm", {{"forgot_round", "test/1", "", {}},
+                                   [](const kcert::kernels::KernelInputs& in, const kcert::numerics::Precision& p,
+                                      const kcert::kernels::ParamMap&) { return p.up(in.at("x")); }});
+  CHECK_THROWS_WITH(kcert::engine::run_case(rmsnorm_case(registry, "gemma", "forgot_round"), registry, {}),
+                    Catch::Contains("production variant 'forgot_round' returned Float, expected BFloat16"));
+  CHECK_THROWS_WITH(registry.add_variant("rmsnorm", {{"gemma", "x", "", {}}, nullptr}), Catch::Contains("already registered"));
+}
+
+TEST_CASE("the same case and seed give identical results across batch sizes and threads", "[engine][determinism]") {
+  const auto registry = builtin_registry();
+  const auto tc = rmsnorm_case(registry, "gemma", "gemma_offset_in_w");
+  kcert::engine::RunOptions one, seven;
+  one.batch = 1;
+  seven.batch = 7;
+  const int threads = at::get_num_threads();
+  at::set_num_threads(1);
+  const auto a = kcert::engine::run_case(tc, registry, one);
+  at::set_num_threads(std::max(2, threads));
+  const auto b = kcert::engine::run_case(tc, registry, seven);
+  at::set_num_threads(threads);
+  const auto ja = kcert::store::without_runtime(kcert::store::results_document({a}, "x")).dump();
+  const auto jb = kcert::store::without_runtime(kcert::store::results_document({b}, "x")).dump();
+  CHECK(ja == jb);
+  CHECK(a.bias.verdict == Verdict::fail);  // N1's defect at this small shape is still caught
+  // A different seed gives different numbers.
+  kcert::engine::RunOptions other;
+  other.seed = 6;
+  const auto c = kcert::engine::run_case(tc, registry, other);
+  CHECK(kcert::store::without_runtime(kcert::store::results_document({c}, "x")).dump() != ja);
+}
+
+TEST_CASE("the algebra gate reports a different function with its worst location", "[engine]") {
+  const auto registry = builtin_registry();
+  const auto r = kcert::engine::run_case(rmsnorm_case(registry, "gemma", "fused_weight_fp32"), registry, {});
+  CHECK(r.algebra.verdict == Verdict::fail);
+  CHECK(r.algebra.replicates == 16);
+  CHECK(r.algebra.worst_discrepancy > 0.1);
+  CHECK(r.algebra.worst.index.size() == 2);
+  CHECK_THAT(r.algebra.reason, Catch::Contains("different real functions"));
+  const auto same = kcert::engine::run_case(rmsnorm_case(registry, "gemma", "gemma_offset_in_w"), registry, {});
+  CHECK(same.algebra.verdict == Verdict::pass);
+  CHECK(same.algebra.worst_discrepancy == 0.0);
+}
+
+TEST_CASE("the cuda device is refused clearly on a CPU-only LibTorch", "[engine]") {
+  if (torch::cuda::is_available()) return;  // on a GPU machine the device exists
+  const auto registry = builtin_registry();
+  kcert::engine::RunOptions o;
+  o.device = "cuda";
+  CHECK_THROWS_WITH(kcert::engine::run_case(rmsnorm_case(registry, "gemma", "gemma"), registry, o),
+                    Catch::Contains("no usable CUDA device"));
+}

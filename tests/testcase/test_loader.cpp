@@ -1,0 +1,138 @@
+#include <catch2/catch.hpp>
+
+#include "harness/kernels/registry.hpp"
+#include "harness/testcase/testcase.hpp"
+
+using kcert::testcase::LoadError;
+using kcert::testcase::parse_testcase;
+
+namespace {
+
+const kcert::testcase::FamilySchemas& schemas() {
+  static const auto s = [] {
+    kcert::kernels::Registry registry;
+    kcert::kernels::register_builtin_families(registry);
+    kcert::testcase::FamilySchemas out;
+    for (const auto& name : registry.family_names()) out.emplace(name, registry.family(name).schema());
+    return out;
+  }();
+  return s;
+}
+
+const std::string kValid = R"(schema: 1
+id: demo
+kind: negative
+family: rmsnorm
+mechanism: a sentence
+references: [https://example.org/1]
+reference: {variant: gemma}
+production: {variant: gemma_offset_in_w, version: "v2"}
+probe:
+  dtype: bf16
+  seed: 7
+  shape: {tokens: 32, hidden: 64}
+  weights: {kind: zero_centred, spread: 0.5}
+expected: {algebra: PASS, bias: [WARN, FAIL]}
+profiles:
+  smoke:
+    probe: {shape: {tokens: 8}}
+    gates: {replicates: 64}
+)";
+
+kcert::testcase::TestCase parse(const std::string& text, const std::string& profile = "") {
+  return parse_testcase(text, "case.yaml", schemas(), profile);
+}
+
+// Replaces the first occurrence of `from` in the valid document.
+std::string edit(const std::string& from, const std::string& to) {
+  std::string s = kValid;
+  const auto pos = s.find(from);
+  REQUIRE(pos != std::string::npos);
+  return s.replace(pos, from.size(), to);
+}
+
+}  // namespace
+
+TEST_CASE("a valid test case loads with the documented defaults", "[loader]") {
+  const auto tc = parse(kValid);
+  CHECK(tc.id == "demo");
+  CHECK(tc.kind == kcert::testcase::Kind::negative);
+  CHECK(tc.reference.variant == "gemma");
+  CHECK(tc.reference.version == "kcert-builtin/1");  // the registered variant's version
+  CHECK(tc.production.version == "v2");
+  CHECK(tc.reference.params.number("eps") == 1e-6);
+  CHECK(tc.probe.shift == 0.1);
+  CHECK(tc.probe.params.integer("shape.tokens") == 32);
+  CHECK(tc.probe.params.string("weights.kind") == "zero_centred");
+  CHECK(tc.bucket_axis == "channel");
+  CHECK(tc.gates.replicates == 1024);
+  CHECK(tc.gates.max_replicates == 8192);
+  CHECK(tc.gates.bias.z_star == 5.0);
+  CHECK(tc.gates.variance.warn_k == 2.0);
+  CHECK(tc.expected.gates.at("bias").size() == 2);
+  CHECK(tc.profiles == std::vector<std::string>{"smoke"});
+}
+
+TEST_CASE("a profile overrides only what it names", "[loader]") {
+  const auto tc = parse(kValid, "smoke");
+  CHECK(tc.profile == "smoke");
+  CHECK(tc.probe.params.integer("shape.tokens") == 8);
+  CHECK(tc.probe.params.integer("shape.hidden") == 64);
+  CHECK(tc.gates.replicates == 64);
+  CHECK(tc.gates.algebra_replicates == 16);
+  // A profile the case does not define leaves the contract unchanged.
+  CHECK(parse(kValid, "nightly").probe.params.integer("shape.tokens") == 32);
+}
+
+TEST_CASE("an unknown key is rejected with its position and the allowed keys", "[loader]") {
+  CHECK_THROWS_WITH(parse(edit("kind: negative", "kind: negative\nkidn: x")),
+                    Catch::StartsWith("case.yaml:4:1: kidn: unknown key (expected one of: schema, id, kind"));
+  CHECK_THROWS_WITH(parse(edit("seed: 7", "seed: 7\n  shfit: 0.5")),
+                    Catch::StartsWith("case.yaml:12:3: probe.shfit: unknown key"));
+  CHECK_THROWS_WITH(parse(edit("{tokens: 32, hidden: 64}", "{tokens: 32, hidden: 64, heads: 2}")),
+                    Catch::Contains("probe.shape.heads: unknown key (expected one of: hidden, tokens)"));
+}
+
+TEST_CASE("a wrong type names the field and what was expected", "[loader]") {
+  CHECK_THROWS_WITH(parse(edit("tokens: 32", "tokens: -3")),
+                    "case.yaml:12:19: probe.shape.tokens: expected an integer >= 1, got -3");
+  CHECK_THROWS_WITH(parse(edit("tokens: 32", "tokens: many")),
+                    "case.yaml:12:19: probe.shape.tokens: expected an integer, got 'many'");
+  CHECK_THROWS_WITH(parse(edit("seed: 7", "seed: 7\n  shift: high")),
+                    Catch::StartsWith("case.yaml:12:10: probe.shift: expected a finite number, got 'high'"));
+  CHECK_THROWS_WITH(parse(edit("dtype: bf16", "dtype: fp8")),
+                    Catch::Contains("probe.dtype: expected bf16, fp16, fp32 or fp64, got 'fp8'"));
+  CHECK_THROWS_WITH(parse(edit("bias: [WARN, FAIL]", "bias: MAYBE")),
+                    Catch::Contains("expected.bias: expected PASS, WARN or FAIL, got 'MAYBE'"));
+  CHECK_THROWS_WITH(parse(edit("kind: zero_centred", "kind: ones")),
+                    Catch::Contains("probe.weights.kind: expected one of around_one, zero_centred, got 'ones'"));
+}
+
+TEST_CASE("impossible shapes are rejected at the offending field", "[loader]") {
+  CHECK_THROWS_WITH(parse(edit("seed: 7", "seed: 7\n  outliers: {count: 100, magnitude: 8}")),
+                    Catch::StartsWith("case.yaml:12:21: probe.outliers.count: expected at most probe.shape.hidden = 64"));
+  CHECK_THROWS_WITH(parse(edit("gates: {replicates: 64}", "gates: {replicates: 64, max_replicates: 32}")),
+                    Catch::Contains("gates.max_replicates: expected at least gates.replicates = 64, got 32"));
+}
+
+TEST_CASE("a typo inside a profile fails even when another profile is requested", "[loader]") {
+  CHECK_THROWS_WITH(parse(edit("gates: {replicates: 64}", "gates: {replicats: 64}")),
+                    Catch::Contains("gates.replicats: unknown key"));
+}
+
+TEST_CASE("unknown families and variants list what is available", "[loader]") {
+  CHECK_THROWS_WITH(parse(edit("family: rmsnorm", "family: rmsnrom")),
+                    Catch::Contains("family: no family 'rmsnrom' is registered (available: rmsnorm)"));
+  CHECK_THROWS_WITH(parse(edit("variant: gemma}", "variant: gemma_fast}")),
+                    Catch::Contains("reference.variant: family 'rmsnorm' has no variant 'gemma_fast' (available: "));
+  CHECK_THROWS_WITH(parse(edit("variant: gemma}", "variant: gemma, params: {epsilon: 1}}")),
+                    Catch::Contains("reference.params.epsilon: unknown key (expected one of: eps)"));
+}
+
+TEST_CASE("missing required fields and bad syntax are reported with a position", "[loader]") {
+  CHECK_THROWS_WITH(parse(edit("mechanism: a sentence\n", "")), Catch::Contains("mechanism: required field is missing"));
+  CHECK_THROWS_WITH(parse(edit("  seed: 7\n", "")), Catch::Contains("probe.seed: required integer is missing"));
+  CHECK_THROWS_WITH(parse(edit("schema: 1", "schema: 2")), Catch::Contains("schema: expected 1"));
+  CHECK_THROWS_WITH(parse("id: [unclosed\n"), Catch::StartsWith("case.yaml:2:1: YAML syntax error"));
+  CHECK_THROWS_AS(kcert::testcase::load_testcase("/nonexistent.yaml", schemas()), LoadError);
+}
