@@ -20,8 +20,8 @@ struct SweepOutput {
   bool finite = true;  // false: some input was NaN or ±inf and the sums are meaningless
 };
 
-// One replicate: n elements of ref and prod (W values held exactly in fp32) and oracle.
-void sweep(const float* ref, const float* prod, const double* oracle, std::int64_t n, const std::int64_t* ids,
+// One replicate: n elements of ref and prod (W values, exact in fp64) and oracle.
+void sweep(const double* ref, const double* prod, const double* oracle, std::int64_t n, const std::int64_t* ids,
            std::int64_t buckets, BucketPattern pattern, SweepOutput& out);
 
 }  // namespace kcert::engine::detail

@@ -58,13 +58,10 @@ std::string describe_nonfinite(double v) {
 
 BatchObservations observe(const torch::Tensor& ref_t, const torch::Tensor& prod_t, const torch::Tensor& oracle_t,
                           const BucketLayout& layout, std::int64_t first_replicate, at::IntArrayRef output_shape) {
-  // W values (bf16, fp16, fp32) are exact in fp32: half the traffic of fp64 copies.
-  const auto ref = ref_t.to(torch::kCPU).to(torch::kFloat32).contiguous();
-  const auto prod = prod_t.to(torch::kCPU).to(torch::kFloat32).contiguous();
+  // W values are exact in fp64; an all-fp64 sweep vectorizes where a mixed one does not.
+  const auto ref = ref_t.to(torch::kCPU).to(torch::kFloat64).contiguous();
+  const auto prod = prod_t.to(torch::kCPU).to(torch::kFloat64).contiguous();
   const auto oracle = oracle_t.to(torch::kCPU).to(torch::kFloat64).contiguous();
-  if (ref_t.scalar_type() == torch::kFloat64) {
-    throw std::invalid_argument("observe: fp64 working precision is not supported (outputs would not be exact in fp32)");
-  }
   const std::int64_t batch = ref.size(0);
   const auto n = static_cast<std::int64_t>(layout.ids.size());
   const auto G = static_cast<std::size_t>(layout.buckets);
@@ -72,8 +69,8 @@ BatchObservations observe(const torch::Tensor& ref_t, const torch::Tensor& prod_
   BatchObservations out;
   const auto locate_nonfinite = [&]() {
     // Rare path: find the first offending element, in replicate and element order.
-    const float* pr = ref.data_ptr<float>();
-    const float* pp = prod.data_ptr<float>();
+    const double* pr = ref.data_ptr<double>();
+    const double* pp = prod.data_ptr<double>();
     const double* po = oracle.data_ptr<double>();
     for (std::int64_t k = 0; k < batch * n; ++k) {
       const bool fr = std::isfinite(pr[k]), fp = std::isfinite(pp[k]), fo = std::isfinite(po[k]);
@@ -98,7 +95,7 @@ BatchObservations observe(const torch::Tensor& ref_t, const torch::Tensor& prod_
     o.magnitude.assign(G, 0.0);
     o.abs_oracle.assign(G, 0.0);
     detail::SweepOutput sweep_out{o.delta.data(), o.magnitude.data(), o.abs_oracle.data()};
-    detail::sweep(ref.data_ptr<float>() + b * n, prod.data_ptr<float>() + b * n, oracle.data_ptr<double>() + b * n, n,
+    detail::sweep(ref.data_ptr<double>() + b * n, prod.data_ptr<double>() + b * n, oracle.data_ptr<double>() + b * n, n,
                   layout.ids.data(), layout.buckets, layout.pattern, sweep_out);
     if (!sweep_out.finite) all_finite = false;
     o.e_prod = sweep_out.e_prod;

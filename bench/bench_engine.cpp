@@ -1,0 +1,104 @@
+// Harness overhead: full run_case time for a case against the bare evaluation of the same
+// kernels on the same replicates (draw the inputs, evaluate reference, production and the
+// oracle, plus the production under fp64 on the algebra replicates). The two are measured
+// interleaved in one process (A B A B A B) and the medians compared, since the machine is
+// noisy. Usage: bench_engine CASE.yaml [replicates] [repetitions]
+#include <torch/torch.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "harness/engine/engine.hpp"
+#include "harness/numerics/runtime.hpp"
+#include "harness/stats/random.hpp"
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double bare_evaluation(const kcert::testcase::TestCase& tc, const kcert::kernels::Registry& registry, std::int64_t batch) {
+  const auto t0 = Clock::now();
+  const auto& family = registry.family(tc.family);
+  const auto& ref = registry.variant(tc.family, tc.reference.variant);
+  const auto& prod = registry.variant(tc.family, tc.production.variant);
+  const auto working = kcert::numerics::Precision::working(tc.probe.dtype);
+  const auto exact = kcert::numerics::Precision::exact();
+  const auto fixed = family.make_fixed(tc.probe, kcert::stats::derive_seed(tc.probe.seed, ~0ULL));
+  kcert::kernels::KernelInputs fixed64;
+  for (const auto& [n, t] : fixed.tensors()) fixed64.set(n, t.to(torch::kFloat64));
+  torch::NoGradGuard no_grad;
+  const auto R = static_cast<std::int64_t>(tc.gates.replicates);
+  for (std::int64_t done = 0; done < R; done += batch) {
+    const auto b = std::min(batch, R - done);
+    std::map<std::string, std::vector<torch::Tensor>> parts;
+    for (std::int64_t j = 0; j < b; ++j) {
+      const auto rep = family.make_replicate(tc.probe, fixed, kcert::stats::derive_seed(tc.probe.seed, done + j));
+      for (const auto& [n, t] : rep.tensors()) parts[n].push_back(t);
+    }
+    auto in_w = fixed;
+    auto in_64 = fixed64;
+    for (auto& [n, list] : parts) {
+      auto stacked = torch::stack(list);
+      in_64.set(n, stacked.to(torch::kFloat64));
+      in_w.set(n, stacked);
+    }
+    auto a = ref.fn(in_w, working, tc.reference.params);
+    auto p = prod.fn(in_w, working, tc.production.params);
+    auto o = ref.fn(in_64, exact, tc.reference.params);
+    if (done < tc.gates.algebra_replicates) {
+      kcert::kernels::KernelInputs alg = fixed64;
+      const auto k = std::min<std::int64_t>(b, tc.gates.algebra_replicates - done);
+      for (auto& [n, list] : parts) alg.set(n, in_64.at(n).narrow(0, 0, k));
+      auto q = prod.fn(alg, exact, tc.production.params);
+    }
+  }
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2) {
+    std::fprintf(stderr, "usage: bench_engine CASE.yaml [replicates] [repetitions]\n");
+    return 2;
+  }
+  kcert::numerics::configure_allocator();
+  kcert::numerics::configure_intra_op_threads(0);
+  kcert::kernels::Registry registry;
+  kcert::kernels::register_builtin_families(registry);
+  kcert::testcase::FamilySchemas schemas;
+  for (const auto& n : registry.family_names()) schemas.emplace(n, registry.family(n).schema());
+  auto tc = kcert::testcase::load_testcase(argv[1], schemas);
+  if (argc > 2) tc.gates.replicates = std::stoull(argv[2]);
+  tc.gates.max_replicates = tc.gates.replicates;  // same replicates on both sides: no growth
+  tc.gates.algebra_replicates = std::min<int>(tc.gates.algebra_replicates, static_cast<int>(tc.gates.replicates));
+  const int reps = argc > 3 ? std::stoi(argv[3]) : 3;
+
+  std::vector<double> harness, bare, kernels;
+  std::int64_t batch = 0;
+  for (int i = 0; i < reps; ++i) {
+    const auto r = kcert::engine::run_case(tc, registry, {});
+    harness.push_back(r.runtime.seconds);
+    kernels.push_back(r.runtime.kernel_seconds);
+    batch = r.runtime.batch;
+    bare.push_back(bare_evaluation(tc, registry, batch));
+  }
+  const double h = median(harness), b = median(bare), k = median(kernels);
+  std::printf("case %s: R = %llu replicates, batch %lld, %d threads, %d repetitions (medians)\n", tc.id.c_str(),
+              static_cast<unsigned long long>(tc.gates.replicates), static_cast<long long>(batch), at::get_num_threads(), reps);
+  std::printf("  kcert run_case          %8.3f s  (%.0f replicates/s)\n", h, tc.gates.replicates / h);
+  std::printf("  bare draw + evaluation  %8.3f s\n", b);
+  std::printf("  kernels inside run_case %8.3f s\n", k);
+  std::printf("  ratio harness / bare    %8.2f\n", h / b);
+  std::printf("  ratio harness / kernels %8.2f\n", h / k);
+  return 0;
+}
