@@ -6,6 +6,7 @@
 
 #include "harness/cli/exit_codes.hpp"
 #include "harness/cli/khat_reader.hpp"
+#include "harness/cli/list_command.hpp"
 #include "harness/cli/run_cases_command.hpp"
 #include "harness/cli/tail_fit_command.hpp"
 #include "harness/kernels/registry.hpp"
@@ -34,6 +35,7 @@ int main(int argc, char** argv) {
   kcert::kernels::Registry registry;
   kcert::kernels::register_builtin_families(registry);
   kcert::cli::register_run_command(app, registry);
+  kcert::cli::register_list_command(app, registry);
   kcert::cli::register_tail_fit_command(app);
 
   try {

@@ -118,3 +118,17 @@ TEST_CASE("kcert --help teaches the three gates and lists tail-fit", "[cli]") {
   CHECK_THAT(sub.output, Catch::Contains("--warn-k"));
   CHECK(run_command(kcert_binary() + " no-such-command 2>&1").exit_code == 2);
 }
+
+TEST_CASE("kcert list shows the families and their variants", "[cli]") {
+  const auto r = run_command(kcert_binary() + " list 2>&1");
+  INFO(r.output);
+  CHECK(r.exit_code == 0);
+  CHECK_THAT(r.output, Catch::Contains("rmsnorm"));
+  CHECK_THAT(r.output, Catch::Contains("gemma_offset_in_w"));
+  CHECK_THAT(r.output, Catch::Contains("shape.hidden"));
+  const auto j = run_command(kcert_binary() + " list rmsnorm --json");
+  const auto doc = nlohmann::json::parse(j.output);
+  CHECK(doc.at(0).at("family") == "rmsnorm");
+  CHECK(doc.at(0).at("bucket_axes").at(0) == "channel");
+  CHECK(run_command(kcert_binary() + " list nosuchfamily 2>&1").exit_code == 2);
+}
