@@ -4,6 +4,7 @@
 
 #include <iostream>
 
+#include "harness/cli/db_commands.hpp"
 #include "harness/cli/exit_codes.hpp"
 #include "harness/cli/khat_reader.hpp"
 #include "harness/cli/list_command.hpp"
@@ -36,6 +37,7 @@ int main(int argc, char** argv) {
   kcert::kernels::register_builtin_families(registry);
   kcert::cli::register_run_command(app, registry);
   kcert::cli::register_list_command(app, registry);
+  kcert::cli::register_db_commands(app);
   kcert::cli::register_tail_fit_command(app);
 
   try {

@@ -12,6 +12,8 @@
 #include "harness/cli/report.hpp"
 #include "harness/engine/engine.hpp"
 #include "harness/store/json.hpp"
+#include "harness/store/postgres.hpp"
+#include "harness/store/spool.hpp"
 
 namespace kcert::cli {
 
@@ -63,6 +65,86 @@ struct RunOptionsCli {
   bool quiet = false;
   bool brief = false;
   bool expect = false;
+  bool db = false;
+  std::string spool;
+  std::string run_id;
+};
+
+// Storage of a run: the spool first (fsync'ed per record), then the database when asked
+// for and reachable. A database failure is reported once and the run goes on spooling.
+class RunStorage {
+ public:
+  RunStorage(const RunOptionsCli& o, const std::string& profile) {
+    if (!o.db && o.spool.empty()) return;
+    run_.emplace();
+    run_->run_id = o.run_id.empty() ? store::new_run_id() : o.run_id;
+    run_->started_at = store::utc_now_iso();
+    run_->kcert_version = KCERT_VERSION;
+    run_->git_revision = KCERT_GIT_REVISION;
+    run_->profile = profile;
+    run_->configuration = {{"cases", o.paths}, {"replicates", o.replicates}, {"device", o.device}};
+    run_->environment = store::detect_environment();
+    const std::string path = o.spool.empty() ? ".kcert/spool/" + run_->run_id + ".jsonl" : o.spool;
+    spool_ = std::make_unique<store::SpoolWriter>(path);
+    run_record_ = store::run_record(*run_);
+    spool_->append(run_record_);
+    std::cerr << "kcert: run " << run_->run_id << ", environment " << run_->environment.fingerprint << ", spool " << path
+              << "\n";
+    if (!o.db) return;
+    try {
+      db_ = std::make_unique<store::ResultStore>(store::conninfo_from_environment());
+      db_->store_run(run_record_);
+      std::cerr << "kcert: storing results in " << db_->describe() << "\n";
+    } catch (const std::exception& e) {
+      database_down(e.what());
+    }
+  }
+
+  void store(const engine::CaseResult& result) {
+    if (!spool_) return;
+    const auto rec = store::result_record(*run_, result);
+    spool_->append(rec);
+    if (!db_) return;
+    try {
+      db_->store_result(run_record_, rec);
+    } catch (const std::exception& e) {
+      database_down(e.what());
+    }
+  }
+
+  void finish(const std::string& status) {
+    if (!spool_) return;
+    const auto rec = store::finish_record(*run_, status);
+    spool_->append(rec);
+    if (db_) {
+      try {
+        db_->store_finish(rec);
+      } catch (const std::exception& e) {
+        database_down(e.what());
+      }
+    }
+    if (db_) {
+      std::cerr << "kcert: run " << run_->run_id << " stored in the database\n";
+    } else if (wanted_db_) {
+      std::cerr << "kcert: the database was unavailable; every result is in " << spool_->path()
+                << "; upload it later with: kcert upload " << spool_->path() << "\n";
+    }
+  }
+
+  bool active() const { return spool_ != nullptr; }
+  void want_db(bool v) { wanted_db_ = v; }
+
+ private:
+  void database_down(const std::string& why) {
+    std::cerr << "kcert: warning: database write failed, continuing with the spool only: " << why << "\n";
+    db_.reset();
+  }
+
+  std::optional<store::RunInfo> run_;
+  nlohmann::json run_record_;
+  std::unique_ptr<store::SpoolWriter> spool_;
+  std::unique_ptr<store::ResultStore> db_;
+  bool wanted_db_ = false;
 };
 
 // Progress on stderr: a rewritten line on a terminal, a line every 10 s otherwise.
@@ -123,6 +205,9 @@ void register_run_command(CLI::App& app, const kernels::Registry& registry) {
   cmd->add_flag("--quiet", o->quiet, "no progress lines on stderr");
   cmd->add_flag("--brief", o->brief, "print the verdict table only");
   cmd->add_flag("--expect", o->expect, "exit 1 when a case's verdicts differ from its YAML expectation");
+  cmd->add_flag("--db", o->db, "store results in PostgreSQL (KCERT_DB or PG* variables), spooling each first");
+  cmd->add_option("--spool", o->spool, "spool file (default with --db: .kcert/spool/RUN_ID.jsonl)");
+  cmd->add_option("--run-id", o->run_id, "run id to record (default: a new one); shards of one run share it");
   cmd->callback([o, &registry]() {
     const auto cases = load_cases(o->paths, registry, o->profile);
     engine::RunOptions options;
@@ -136,6 +221,8 @@ void register_run_command(CLI::App& app, const kernels::Registry& registry) {
     ProgressPrinter progress(cases.size(), o->quiet);
     options.progress = [&progress](const engine::Progress& p) { progress.update(p); };
 
+    RunStorage storage(*o, o->profile);
+    storage.want_db(o->db);
     std::vector<engine::CaseResult> results;
     bool harness_error = false;
     for (std::size_t i = 0; i < cases.size(); ++i) {
@@ -152,10 +239,12 @@ void register_run_command(CLI::App& app, const kernels::Registry& registry) {
         harness_error = true;
       }
       progress.finish(results.back());
+      storage.store(results.back());
       // Keep what is done on disk after every case: an interrupted run loses nothing.
       if (!o->json_path.empty()) store::write_json_file(o->json_path, store::results_document(results, KCERT_VERSION));
     }
 
+    storage.finish("finished");
     print_verdict_table(std::cout, results);
     if (!o->brief) {
       for (const auto& r : results) print_case_details(std::cout, r);

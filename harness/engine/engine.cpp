@@ -263,6 +263,7 @@ CaseResult run_case(const testcase::TestCase& tc_in, const kernels::Registry& re
 
   result.replicates = done;
   result.output_shape = out_shape;
+  variance.khat = khat;
 
   // Algebra verdict.
   auto& alg = result.algebra;

@@ -74,6 +74,7 @@ struct VarianceResult {
   stats::StopReason stop = stats::StopReason::stable;
   bool unstable = false;
   std::string reason;
+  std::vector<double> khat;  // the sample itself, in replicate order (for storage and recalibration)
 };
 
 }  // namespace kcert::gates

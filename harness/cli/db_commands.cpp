@@ -1,0 +1,178 @@
+#include "harness/cli/db_commands.hpp"
+
+#include <fmt/format.h>
+
+#include <iostream>
+#include <map>
+#include <memory>
+#include <nlohmann/json.hpp>
+
+#include "harness/cli/exit_codes.hpp"
+#include "harness/cli/khat_reader.hpp"
+#include "harness/store/postgres.hpp"
+#include "harness/store/spool.hpp"
+
+namespace kcert::cli {
+
+namespace {
+
+constexpr const char* kConnectionHelp =
+    "Connection: KCERT_DB (a postgresql:// URL or a libpq key=value string) when set, else\n"
+    "libpq's PG* variables and ~/.pg_service.conf. Put passwords in ~/.pgpass, never on the\n"
+    "command line.";
+
+store::ResultStore connect() {
+  try {
+    return store::ResultStore(store::conninfo_from_environment());
+  } catch (const store::DatabaseError& e) {
+    throw InputError(e.what());
+  }
+}
+
+std::string opt(const std::optional<double>& v) { return v ? fmt::format("{:.4g}", *v) : "-"; }
+std::string opt(const std::optional<bool>& v) { return v ? (*v ? "yes" : "no") : "-"; }
+
+std::string csv_field(const std::string& s) {
+  if (s.find_first_of(",\"\n") == std::string::npos) return s;
+  std::string out = "\"";
+  for (char c : s) out += c == '"' ? std::string("\"\"") : std::string(1, c);
+  return out + "\"";
+}
+
+bool flagged(const store::HistoryRow& r) {
+  return r.kind == "negative" ? r.detected.value_or(false) : r.false_alarm.value_or(false);
+}
+
+}  // namespace
+
+void register_db_commands(CLI::App& app) {
+  auto* db = app.add_subcommand("db", "Manage the results database (PostgreSQL)");
+  db->require_subcommand(1);
+  db->footer(kConnectionHelp);
+  auto* migrate = db->add_subcommand("migrate", "Apply pending schema migrations (each in a transaction; re-running is a no-op)");
+  migrate->callback([]() {
+    auto s = connect();
+    const int n = s.migrate();
+    std::cout << fmt::format("{}: {} migration(s) applied\n", s.describe(), n);
+  });
+  auto* status = db->add_subcommand("status", "List schema migrations and whether they are applied");
+  status->callback([]() {
+    auto s = connect();
+    std::cout << fmt::format("{}\n", s.describe());
+    for (const auto& m : s.migration_status()) {
+      std::cout << fmt::format("  {:03}  {:<24} {}\n", m.version, m.name, m.applied ? "applied " + m.applied_at : "PENDING");
+    }
+  });
+
+  auto files = std::make_shared<std::vector<std::string>>();
+  auto* up = app.add_subcommand("upload", "Insert spooled results into the database (idempotent: a repeated upload adds nothing)");
+  up->footer(std::string("A spool is written by `kcert run --db` before each database insert; when the\n"
+                         "database was down, upload it later.\n") + kConnectionHelp);
+  up->add_option("spool", *files, "spool files (.jsonl)")->required()->check(CLI::ExistingFile);
+  up->callback([files]() {
+    auto s = connect();
+    for (const auto& f : *files) {
+      std::vector<nlohmann::json> records;
+      try {
+        records = store::read_spool(f);
+      } catch (const std::runtime_error& e) {
+        throw InputError(e.what());
+      }
+      const auto sum = store::upload(s, records);
+      std::cout << fmt::format("{}: {} run record(s), {} result(s) added, {} already present\n", f, sum.runs,
+                               sum.results_added, sum.results_present);
+    }
+  });
+
+  struct HistoryOptions {
+    store::HistoryQuery q;
+    std::string format = "table";
+  };
+  auto h = std::make_shared<HistoryOptions>();
+  auto* hist = app.add_subcommand("history", "Timeline of one test case's verdicts across runs and environments");
+  hist->footer(std::string("Shows U and max |z| per run, environment keys and kernel versions, the first and\n"
+                           "last detection (negatives) or false alarm (positives), and the runs where the\n"
+                           "verdict changed within an environment.\n"
+                           "Example: kcert history n1_gemma_rmsnorm_offset_bf16 --hardware H100 --since 2026-01-01\n") +
+               kConnectionHelp);
+  hist->add_option("case", h->q.case_id, "test-case id")->required();
+  hist->add_option("--env", h->q.environment, "only this environment fingerprint");
+  hist->add_option("--hardware", h->q.hardware, "only environments whose CPU model or GPU name contains this");
+  hist->add_option("--since", h->q.since, "only runs started at or after this date (YYYY-MM-DD)");
+  hist->add_option("--format", h->format, "table, json or csv")->check(CLI::IsMember({"table", "json", "csv"}))->capture_default_str();
+  hist->callback([h]() {
+    auto s = connect();
+    std::vector<store::HistoryRow> rows;
+    try {
+      rows = s.history(h->q);
+    } catch (const std::exception& e) {
+      throw InputError(std::string("history query failed: ") + e.what());
+    }
+    // Verdict changes within an environment, in time order.
+    std::map<std::string, std::string> last_by_env;
+    std::vector<bool> changed(rows.size(), false);
+    const store::HistoryRow* first = nullptr;
+    const store::HistoryRow* last = nullptr;
+    for (std::size_t i = 0; i < rows.size(); ++i) {
+      const auto& r = rows[i];
+      auto it = last_by_env.find(r.fingerprint);
+      changed[i] = it != last_by_env.end() && it->second != r.verdict;
+      last_by_env[r.fingerprint] = r.verdict;
+      if (flagged(r)) {
+        if (!first) first = &rows[i];
+        last = &rows[i];
+      }
+    }
+    const std::string event = !rows.empty() && rows.front().kind == "positive" ? "false alarm" : "detection";
+    if (h->format == "json") {
+      nlohmann::json out = {{"case", h->q.case_id}, {"runs", nlohmann::json::array()}};
+      for (std::size_t i = 0; i < rows.size(); ++i) {
+        const auto& r = rows[i];
+        out["runs"].push_back({{"started_at", r.started_at}, {"run_id", r.run_id}, {"environment", r.fingerprint},
+                               {"cpu_model", r.cpu_model}, {"gpu", r.gpu}, {"torch_version", r.torch_version},
+                               {"verdict", r.verdict}, {"algebra", r.algebra}, {"bias", r.bias}, {"variance", r.variance},
+                               {"U", r.variance_u ? nlohmann::json(*r.variance_u) : nlohmann::json(nullptr)},
+                               {"max_abs_z", r.max_abs_z ? nlohmann::json(*r.max_abs_z) : nlohmann::json(nullptr)},
+                               {"flagged", flagged(r)}, {"verdict_changed", static_cast<bool>(changed[i])},
+                               {"reference_version", r.reference_version}, {"production_version", r.production_version}});
+      }
+      out["first_" + std::string(event == "detection" ? "detection" : "false_alarm")] = first ? nlohmann::json(first->run_id) : nlohmann::json(nullptr);
+      out["last_" + std::string(event == "detection" ? "detection" : "false_alarm")] = last ? nlohmann::json(last->run_id) : nlohmann::json(nullptr);
+      std::cout << out.dump(2) << "\n";
+      return;
+    }
+    if (h->format == "csv") {
+      std::cout << "started_at,run_id,environment,cpu_model,gpu,torch_version,verdict,algebra,bias,variance,U,max_abs_z,"
+                   "flagged,verdict_changed,reference_version,production_version\n";
+      for (std::size_t i = 0; i < rows.size(); ++i) {
+        const auto& r = rows[i];
+        std::cout << fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n", r.started_at, csv_field(r.run_id),
+                                 r.fingerprint, csv_field(r.cpu_model), csv_field(r.gpu), r.torch_version, r.verdict,
+                                 r.algebra, r.bias, r.variance, r.variance_u ? fmt::format("{}", *r.variance_u) : "",
+                                 r.max_abs_z ? fmt::format("{}", *r.max_abs_z) : "", flagged(r) ? "true" : "false",
+                                 changed[i] ? "true" : "false", csv_field(r.reference_version),
+                                 csv_field(r.production_version));
+      }
+      return;
+    }
+    std::cout << fmt::format("history of {} ({} run(s))\n", h->q.case_id, rows.size());
+    std::cout << fmt::format("{:<20}  {:<26}  {:<16}  {:<7} {:<7} {:<7} {:<8} {:>9} {:>8}  {}\n", "started (UTC)", "run",
+                             "environment", "verdict", "algebra", "bias", "variance", "U", "max |z|", "");
+    for (std::size_t i = 0; i < rows.size(); ++i) {
+      const auto& r = rows[i];
+      std::cout << fmt::format("{:<20}  {:<26}  {:<16}  {:<7} {:<7} {:<7} {:<8} {:>9} {:>8}  {}\n", r.started_at,
+                               r.run_id.substr(0, 26), r.fingerprint, r.verdict, r.algebra, r.bias, r.variance,
+                               opt(r.variance_u), opt(r.max_abs_z), changed[i] ? "<- verdict changed" : "");
+    }
+    std::map<std::string, const store::HistoryRow*> envs;
+    for (const auto& r : rows) envs[r.fingerprint] = &r;
+    for (const auto& [fp, r] : envs) {
+      std::cout << fmt::format("  environment {}: {} | GPU {} | LibTorch {} | kernels {} / {}\n", fp, r->cpu_model,
+                               r->gpu, r->torch_version, r->reference_version, r->production_version);
+    }
+    std::cout << fmt::format("first {}: {}\nlast {}: {}\n", event, first ? first->started_at + " (" + first->run_id + ")" : "never",
+                             event, last ? last->started_at + " (" + last->run_id + ")" : "never");
+  });
+}
+
+}  // namespace kcert::cli

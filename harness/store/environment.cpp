@@ -1,0 +1,130 @@
+#include "harness/store/environment.hpp"
+
+#include <ATen/Context.h>
+#include <ATen/Parallel.h>
+#include <ATen/Utils.h>
+#include <ATen/Version.h>
+#include <sys/utsname.h>
+#include <torch/torch.h>
+
+#include <array>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <sstream>
+#include <stdexcept>
+
+#include "harness/numerics/runtime.hpp"
+#include "harness/store/sha256.hpp"
+
+namespace kcert::store {
+
+namespace {
+
+std::string read_first_match(const std::string& path, const std::string& key) {
+  std::ifstream in(path);
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind(key, 0) == 0) {
+      const auto colon = line.find_first_of(":=");
+      if (colon == std::string::npos) continue;
+      auto value = line.substr(colon + 1);
+      value.erase(0, value.find_first_not_of(" \t\""));
+      while (!value.empty() && (value.back() == '"' || value.back() == ' ')) value.pop_back();
+      return value;
+    }
+  }
+  return "";
+}
+
+// The ISA extensions that change which kernels run (oneDNN bf16 paths, AMX, FMA).
+nlohmann::json cpu_flags() {
+  static const std::set<std::string> relevant = {"avx", "avx2", "fma", "f16c", "avx512f", "avx512bw", "avx512vl",
+                                                 "avx512dq", "avx512_bf16", "avx512_fp16", "avx512_vnni",
+                                                 "amx_bf16", "amx_tile", "amx_int8", "asimd", "sve"};
+  std::string flags = read_first_match("/proc/cpuinfo", "flags");
+  if (flags.empty()) flags = read_first_match("/proc/cpuinfo", "Features");
+  std::istringstream in(flags);
+  std::set<std::string> found;
+  for (std::string f; in >> f;) {
+    if (relevant.count(f)) found.insert(f);
+  }
+  return nlohmann::json(std::vector<std::string>(found.begin(), found.end()));
+}
+
+std::string run_and_read(const char* command) {
+  std::string out;
+  if (FILE* p = ::popen(command, "r")) {
+    std::array<char, 512> buf{};
+    while (std::fgets(buf.data(), buf.size(), p)) out += buf.data();
+    ::pclose(p);
+  }
+  while (!out.empty() && (out.back() == '\n' || out.back() == ' ')) out.pop_back();
+  return out;
+}
+
+std::string blas_library() {
+  // Debian's alternatives decide which BLAS LibTorch links at run time.
+  std::error_code ec;
+  for (const char* link : {"/etc/alternatives/libblas.so.3-x86_64-linux-gnu", "/etc/alternatives/libblas.so.3-aarch64-linux-gnu"}) {
+    const auto target = std::filesystem::read_symlink(link, ec);
+    if (!ec) return target.string();
+  }
+  return "unknown";
+}
+
+std::string config_line(const std::string& config, const std::string& key) {
+  std::istringstream in(config);
+  for (std::string line; std::getline(in, line);) {
+    const auto pos = line.find(key);
+    if (pos != std::string::npos) {
+      auto v = line.substr(pos + key.size());
+      v.erase(0, v.find_first_not_of(" :="));
+      const auto end = v.find_first_of(",\n");
+      return v.substr(0, end);
+    }
+  }
+  return "";
+}
+
+}  // namespace
+
+std::string fingerprint_of(const nlohmann::json& identity) { return sha256_hex(identity.dump()).substr(0, 16); }
+
+Environment detect_environment() {
+  Environment env;
+  const std::string config = at::show_config();
+  nlohmann::json id;
+  id["cpu_model"] = read_first_match("/proc/cpuinfo", "model name");
+  id["cpu_flags"] = cpu_flags();
+  utsname u{};
+  ::uname(&u);
+  id["arch"] = u.machine;
+  id["os"] = read_first_match("/etc/os-release", "PRETTY_NAME");
+  id["kcert_compiler"] = std::string("GCC ") + __VERSION__;
+  id["torch_version"] = numerics::torch_version();
+  id["torch_compiler"] = config_line(config, "GCC version");
+  id["torch_cuda"] = config_line(config, "CUDA Runtime");
+  id["blas"] = blas_library();
+  id["torch_blas_info"] = config_line(config, "BLAS_INFO");
+  id["torch_cpu_capability"] = config_line(config, "CPU capability usage");  // ATen's kernel dispatch level
+  id["onednn"] = at::hasMKLDNN() ? (at::globalContext().userEnabledMkldnn() ? "enabled" : "disabled") : "absent";
+  // GPU identity from the driver, whatever LibTorch was built with.
+  const auto gpu = run_and_read("nvidia-smi --query-gpu=name,compute_cap,driver_version --format=csv,noheader 2>/dev/null | head -1");
+  id["gpu"] = gpu.empty() ? "none" : gpu;
+  if (const char* path = std::getenv("KCERT_ENVIRONMENT_FILE")) {
+    std::ifstream in(path);
+    if (!in) throw std::runtime_error(std::string("KCERT_ENVIRONMENT_FILE: cannot open ") + path);
+    const auto overrides = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+    if (!overrides.is_object()) throw std::runtime_error(std::string("KCERT_ENVIRONMENT_FILE: ") + path + " must hold a JSON object");
+    for (const auto& [k, v] : overrides.items()) id[k] = v;
+  }
+  env.identity = id;  // nlohmann::json objects keep keys sorted: a canonical dump
+  env.details["torch_build_config"] = config;
+  env.details["threads"] = at::get_num_threads();
+  env.fingerprint = fingerprint_of(id);
+  return env;
+}
+
+}  // namespace kcert::store

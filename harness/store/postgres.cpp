@@ -1,0 +1,351 @@
+#include "harness/store/postgres.hpp"
+
+#include <pqxx/pqxx>
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <map>
+#include <set>
+
+#include "harness/store/schema_sql.hpp"
+
+namespace kcert::store {
+
+namespace {
+
+// A statement parameter: text, or SQL NULL. libpqxx 6.4 maps a null `const char*` to NULL.
+struct Param {
+  std::optional<std::string> text;
+  const char* c() const { return text ? text->c_str() : nullptr; }
+};
+
+Param str(const std::string& s) { return {s}; }
+Param null() { return {std::nullopt}; }
+
+std::string format_double(double v) {
+  if (std::isnan(v)) return "NaN";
+  if (std::isinf(v)) return v > 0 ? "Infinity" : "-Infinity";
+  char buf[40];
+  std::snprintf(buf, sizeof buf, "%.17g", v);
+  return buf;
+}
+
+// A JSON number as a finite double; "inf", null and NaN become NULL (the schema says so).
+Param finite(const nlohmann::json& j) {
+  if (!j.is_number()) return null();
+  const double v = j.get<double>();
+  return std::isfinite(v) ? str(format_double(v)) : null();
+}
+
+Param number(const nlohmann::json& j) { return j.is_number() ? str(format_double(j.get<double>())) : null(); }
+
+std::string text_array(const std::vector<std::string>& values) {
+  std::string out = "{";
+  for (std::size_t i = 0; i < values.size(); ++i) {
+    out += i ? ",\"" : "\"";
+    for (char c : values[i]) {
+      if (c == '"' || c == '\\') out += '\\';
+      out += c;
+    }
+    out += '"';
+  }
+  return out + "}";
+}
+
+std::string double_array(const nlohmann::json& values) {
+  std::string out = "{";
+  bool first = true;
+  for (const auto& v : values) {
+    out += first ? "" : ",";
+    first = false;
+    if (v.is_number()) out += format_double(v.get<double>());
+    else if (v.is_string() && v.get<std::string>() == "inf") out += "Infinity";
+    else if (v.is_string() && v.get<std::string>() == "-inf") out += "-Infinity";
+    else out += "NaN";
+  }
+  return out + "}";
+}
+
+const nlohmann::json& need(const nlohmann::json& j, const char* key) {
+  if (!j.contains(key)) throw DatabaseError(std::string("spool record lacks '") + key + "'");
+  return j.at(key);
+}
+
+std::string describe_connection(pqxx::connection& c) {  // libpqxx 6 accessors are not const
+  const char* host = c.hostname();
+  return std::string(c.username() ? c.username() : "?") + "@" + (host && *host ? host : "local socket") + ":" +
+         (c.port() ? c.port() : "?") + "/" + (c.dbname() ? c.dbname() : "?");
+}
+
+}  // namespace
+
+struct ResultStore::Connection : pqxx::connection {
+  using pqxx::connection::connection;
+};
+
+std::string conninfo_from_environment() {
+  const char* v = std::getenv("KCERT_DB");
+  return v ? v : "";
+}
+
+ResultStore::ResultStore(const std::string& conninfo) {
+  try {
+    conn_ = std::make_unique<Connection>(conninfo);
+  } catch (const std::exception& e) {
+    // libpq's message names host and port but never the password.
+    std::string msg = e.what();
+    while (!msg.empty() && (msg.back() == '\n' || msg.back() == ' ')) msg.pop_back();
+    throw DatabaseError("cannot connect to the results database (" +
+                        std::string(conninfo.empty() ? "libpq defaults: PG* variables / service file" : "KCERT_DB") +
+                        "): " + msg);
+  }
+}
+
+ResultStore::~ResultStore() = default;
+
+std::string ResultStore::describe() const { return describe_connection(*conn_); }
+
+namespace {
+void ensure_migration_table(pqxx::connection& c) {
+  pqxx::work w(c);
+  w.exec0(
+      "CREATE TABLE IF NOT EXISTS kcert_migration ("
+      " version integer PRIMARY KEY, name text NOT NULL, checksum text NOT NULL,"
+      " applied_at timestamptz NOT NULL DEFAULT now())");
+  w.commit();
+}
+}  // namespace
+
+std::vector<MigrationState> ResultStore::migration_status() {
+  ensure_migration_table(*conn_);
+  pqxx::work w(*conn_);
+  std::vector<MigrationState> out;
+  for (const auto& m : schema_migrations()) {
+    MigrationState s{m.version, m.name, false, ""};
+    const auto r = w.exec_params("SELECT applied_at::text FROM kcert_migration WHERE version = $1", m.version);
+    if (!r.empty()) {
+      s.applied = true;
+      s.applied_at = r[0][0].c_str();
+    }
+    out.push_back(s);
+  }
+  return out;
+}
+
+int ResultStore::migrate() {
+  ensure_migration_table(*conn_);
+  int applied = 0;
+  for (const auto& m : schema_migrations()) {
+    pqxx::work w(*conn_);
+    // Two migrators at once: the second waits here, then sees the version applied.
+    w.exec("SELECT pg_advisory_xact_lock(7165432101)");
+    if (!w.exec_params("SELECT 1 FROM kcert_migration WHERE version = $1", m.version).empty()) continue;
+    w.exec0(m.sql);
+    w.exec_params("INSERT INTO kcert_migration (version, name, checksum) VALUES ($1, $2, $3)", m.version, m.name,
+                  m.checksum);
+    w.commit();
+    ++applied;
+  }
+  return applied;
+}
+
+void ResultStore::store_run(const nlohmann::json& run) {
+  const auto& env = need(run, "environment");
+  pqxx::work w(*conn_);
+  w.exec_params(
+      "INSERT INTO environment (fingerprint, identity, details) VALUES ($1, $2::jsonb, $3::jsonb) "
+      "ON CONFLICT (fingerprint) DO NOTHING",
+      need(env, "fingerprint").get<std::string>(), need(env, "identity").dump(), env.value("details", nlohmann::json::object()).dump());
+  w.exec_params(
+      "INSERT INTO run (id, started_at, kcert_version, git_revision, profile, shard_count, configuration) "
+      "VALUES ($1, $2::timestamptz, $3, $4, $5, $6, $7::jsonb) ON CONFLICT (id) DO NOTHING",
+      need(run, "run_id").get<std::string>(), need(run, "started_at").get<std::string>(),
+      need(run, "kcert_version").get<std::string>(), run.value("git_revision", ""), run.value("profile", ""),
+      run.value("shard_count", 1), run.value("configuration", nlohmann::json::object()).dump());
+  w.exec_params(
+      "INSERT INTO run_shard (run_id, shard_index, environment_id, started_at) "
+      "SELECT $1, $2, e.id, $3::timestamptz FROM environment e WHERE e.fingerprint = $4 ON CONFLICT DO NOTHING",
+      run.at("run_id").get<std::string>(), run.value("shard_index", 0), run.at("started_at").get<std::string>(),
+      env.at("fingerprint").get<std::string>());
+  w.commit();
+}
+
+bool ResultStore::store_result(const nlohmann::json& run, const nlohmann::json& rec) {
+  const auto& tc = need(rec, "testcase");
+  const auto& r = need(rec, "result");
+  const auto& gates = need(r, "gates");
+  pqxx::work w(*conn_);
+  w.exec_params(
+      "INSERT INTO testcase (case_id, kind, family, mechanism, refs, yaml_sha256) "
+      "VALUES ($1, $2, $3, $4, $5::text[], $6) ON CONFLICT (case_id, yaml_sha256) DO NOTHING",
+      need(tc, "case_id").get<std::string>(), need(tc, "kind").get<std::string>(), need(tc, "family").get<std::string>(),
+      tc.value("mechanism", ""), text_array(tc.value("references", std::vector<std::string>{})),
+      need(tc, "yaml_sha256").get<std::string>());
+  const auto testcase_id = w.exec_params1("SELECT id FROM testcase WHERE case_id = $1 AND yaml_sha256 = $2",
+                                          tc.at("case_id").get<std::string>(), tc.at("yaml_sha256").get<std::string>())[0]
+                               .as<long long>();
+  const auto env_rows = w.exec_params("SELECT id FROM environment WHERE fingerprint = $1", need(rec, "environment").get<std::string>());
+  if (env_rows.empty()) throw DatabaseError("environment " + rec.at("environment").get<std::string>() + " is not stored (store the run record first)");
+  const auto environment_id = env_rows[0][0].as<long long>();
+
+  const std::string kind = tc.at("kind");
+  const std::string verdict = need(r, "verdict");
+  const std::string va = gates.at("algebra").at("verdict"), vb = gates.at("bias").at("verdict"),
+                    vv = gates.at("variance").at("verdict");
+  const bool any_warn_or_fail = va != "PASS" || vb != "PASS" || vv != "PASS";
+  const bool any_fail = va == "FAIL" || vb == "FAIL" || vv == "FAIL";
+  const bool error = verdict == "ERROR";
+  const Param detected = (kind == "negative" && !error) ? str(any_warn_or_fail ? "true" : "false") : null();
+  const Param false_alarm = (kind == "positive" && !error) ? str(any_fail ? "true" : "false") : null();
+  double max_z = 0.0;
+  bool have_z = false;
+  for (const char* s : {"signed", "magnitude"}) {
+    const auto& st = gates.at("bias").value(s, nlohmann::json::object());
+    if (st.value("deciding", false) && st.contains("max_abs_z") && st.at("max_abs_z").is_number()) {
+      max_z = std::max(max_z, st.at("max_abs_z").get<double>());
+      have_z = true;
+    }
+  }
+  const auto& tail = gates.at("variance").value("tail", nlohmann::json::object());
+  nlohmann::json thresholds = gates.at("bias").value("thresholds", nlohmann::json::object());
+  if (tail.contains("settings")) {
+    for (const char* k : {"warn_K", "fail_K", "tail_q", "horizon"}) thresholds[k] = tail.at("settings").at(k);
+  }
+  const auto& probe = r.value("probe", nlohmann::json::object());
+  const auto& runtime = r.value("runtime", nlohmann::json::object());
+  const Param z = have_z ? finite(nlohmann::json(max_z)) : null();
+  const Param u = finite(gates.at("variance").value("U", nlohmann::json()));
+  const Param err = r.contains("error") ? str(r.at("error").get<std::string>()) : null();
+  const Param seed = str(std::to_string(probe.value("seed", std::uint64_t{0})));
+  const Param duration = str(format_double(runtime.value("seconds", 0.0)));
+  const auto inserted = w.exec_params(
+      "INSERT INTO result (run_id, shard_index, testcase_id, environment_id, reference_variant, reference_version, "
+      " production_variant, production_version, verdict, algebra_verdict, bias_verdict, variance_verdict, detected, "
+      " false_alarm, replicates, seed, variance_u, max_abs_z, thresholds, calibration, duration_seconds, error, document) "
+      "VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13::boolean, $14::boolean, $15, $16::numeric, "
+      " $17::double precision, $18::double precision, $19::jsonb, NULL, $20::double precision, $21, $22::jsonb) "
+      "ON CONFLICT (run_id, testcase_id) DO NOTHING RETURNING id",
+      need(rec, "run_id").get<std::string>(), rec.value("shard_index", 0), testcase_id, environment_id,
+      r.at("reference").at("variant").get<std::string>(), r.at("reference").at("version").get<std::string>(),
+      r.at("production").at("variant").get<std::string>(), r.at("production").at("version").get<std::string>(), verdict,
+      va, vb, vv, detected.c(), false_alarm.c(), r.value("replicates", std::uint64_t{0}), seed.c(), u.c(), z.c(),
+      thresholds.dump(), duration.c(), err.c(), r.dump());
+  if (inserted.empty()) return false;  // this run already holds this case: nothing to add
+  const auto result_id = inserted[0][0].as<long long>();
+
+  for (const char* s : {"signed", "magnitude"}) {
+    const auto& st = gates.at("bias").value(s, nlohmann::json::object());
+    std::set<long long> seen;
+    for (const char* list : {"flagged", "top"}) {
+      for (const auto& b : st.value(list, nlohmann::json::array())) {
+        const auto bucket = b.at("bucket").get<long long>();
+        if (!seen.insert(bucket).second) continue;
+        const bool flagged = b.at("verdict") != "PASS";
+        w.exec_params(
+            "INSERT INTO bias_bucket (result_id, statistic, bucket, flagged, direction, z, effect, ulp_effect, mean, sd, verdict) "
+            "VALUES ($1, $2, $3, $4, $5, $6::double precision, $7::double precision, $8::double precision, "
+            "$9::double precision, $10::double precision, $11)",
+            result_id, s, bucket, flagged, b.at("direction").get<int>(), finite(b.at("z")).c(), finite(b.at("effect")).c(),
+            number(b.at("ulp_effect")).c(), number(b.at("mean")).c(), number(b.at("sd")).c(), b.at("verdict").get<std::string>());
+      }
+    }
+  }
+  if (!tail.empty()) {
+    const auto& kh = tail.value("khat", nlohmann::json::object());
+    const auto pick = [&](const char* k) { return tail.contains(k) ? number(tail.at(k)) : null(); };
+    w.exec_params(
+        "INSERT INTO variance_tail (result_id, mode, u, n_exc, zeta, xi_raw, xi_clipped, sigma, r_t, se, u_bound, "
+        " zero_fraction, q50, q90, q99, k_max, khat) VALUES ($1, $2, $3::double precision, $4, $5::double precision, "
+        " $6::double precision, $7::double precision, $8::double precision, $9::double precision, $10::double precision, "
+        " $11::double precision, $12::double precision, $13::double precision, $14::double precision, "
+        " $15::double precision, $16::double precision, $17::double precision[])",
+        result_id, tail.value("mode", ""), pick("u").c(), tail.value("n_exc", 0), pick("zeta").c(), pick("xi_raw").c(),
+        pick("xi_clipped").c(), pick("sigma").c(), pick("r_T").c(), pick("se").c(), finite(tail.value("U", nlohmann::json())).c(),
+        number(kh.value("zero_fraction", nlohmann::json())).c(), number(kh.value("q50", nlohmann::json())).c(),
+        number(kh.value("q90", nlohmann::json())).c(), number(kh.value("q99", nlohmann::json())).c(),
+        finite(kh.value("max", nlohmann::json())).c(), double_array(rec.value("khat", nlohmann::json::array())));
+  }
+  w.commit();
+  return true;
+}
+
+void ResultStore::store_finish(const nlohmann::json& fin) {
+  pqxx::work w(*conn_);
+  const std::string run_id = need(fin, "run_id");
+  const std::string at = need(fin, "finished_at");
+  const std::string status = fin.value("status", "finished");
+  w.exec_params("UPDATE run_shard SET finished_at = $3::timestamptz WHERE run_id = $1 AND shard_index = $2", run_id,
+                fin.value("shard_index", 0), at);
+  if (status == "aborted") {
+    w.exec_params("UPDATE run SET status = 'aborted', finished_at = $2::timestamptz WHERE id = $1", run_id, at);
+  } else {
+    // The run is finished when every one of its shards has finished.
+    w.exec_params(
+        "UPDATE run SET status = 'finished', finished_at = $2::timestamptz WHERE id = $1 AND status = 'running' "
+        "AND (SELECT count(*) FROM run_shard s WHERE s.run_id = $1 AND s.finished_at IS NOT NULL) >= shard_count",
+        run_id, at);
+  }
+  w.commit();
+}
+
+std::vector<HistoryRow> ResultStore::history(const HistoryQuery& q) {
+  pqxx::work w(*conn_);
+  const auto rows = w.exec_params(
+      "SELECT to_char(started_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"'), run_id, fingerprint, "
+      " coalesce(cpu_model, ''), coalesce(gpu, ''), coalesce(torch_version, ''), verdict, algebra_verdict, bias_verdict, "
+      " variance_verdict, variance_u, max_abs_z, detected, false_alarm, kind, reference_version, production_version, "
+      " coalesce(calibration, '') "
+      "FROM detection_history WHERE case_id = $1 AND ($2 = '' OR fingerprint = $2) "
+      " AND ($3 = '' OR cpu_model ILIKE '%' || $3 || '%' OR gpu ILIKE '%' || $3 || '%') "
+      " AND ($4 = '' OR started_at >= $4::timestamptz) ORDER BY started_at, run_id",
+      q.case_id, q.environment, q.hardware, q.since);
+  std::vector<HistoryRow> out;
+  for (const auto& row : rows) {
+    HistoryRow h;
+    h.started_at = row[0].c_str();
+    h.run_id = row[1].c_str();
+    h.fingerprint = row[2].c_str();
+    h.cpu_model = row[3].c_str();
+    h.gpu = row[4].c_str();
+    h.torch_version = row[5].c_str();
+    h.verdict = row[6].c_str();
+    h.algebra = row[7].c_str();
+    h.bias = row[8].c_str();
+    h.variance = row[9].c_str();
+    if (!row[10].is_null()) h.variance_u = row[10].as<double>();
+    if (!row[11].is_null()) h.max_abs_z = row[11].as<double>();
+    if (!row[12].is_null()) h.detected = row[12].as<bool>();
+    if (!row[13].is_null()) h.false_alarm = row[13].as<bool>();
+    h.kind = row[14].c_str();
+    h.reference_version = row[15].c_str();
+    h.production_version = row[16].c_str();
+    h.calibration = row[17].c_str();
+    out.push_back(std::move(h));
+  }
+  return out;
+}
+
+UploadSummary upload(ResultStore& store, const std::vector<nlohmann::json>& records) {
+  UploadSummary s;
+  std::map<std::pair<std::string, int>, const nlohmann::json*> runs;
+  for (const auto& r : records) {
+    if (r.at("type") == "run") {
+      store.store_run(r);
+      runs[{r.at("run_id").get<std::string>(), r.value("shard_index", 0)}] = &r;
+      ++s.runs;
+    }
+  }
+  for (const auto& r : records) {
+    if (r.at("type") != "result") continue;
+    const auto it = runs.find({r.at("run_id").get<std::string>(), r.value("shard_index", 0)});
+    if (it == runs.end()) throw DatabaseError("spool result for run " + r.at("run_id").get<std::string>() + " has no run record");
+    (store.store_result(*it->second, r) ? s.results_added : s.results_present)++;
+  }
+  for (const auto& r : records) {
+    if (r.at("type") == "finish") store.store_finish(r);
+  }
+  return s;
+}
+
+}  // namespace kcert::store

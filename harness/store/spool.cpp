@@ -1,0 +1,128 @@
+#include "harness/store/spool.hpp"
+
+#include <unistd.h>
+
+#include <chrono>
+#include <ctime>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <sstream>
+#include <stdexcept>
+
+#include "harness/store/json.hpp"
+#include "harness/store/sha256.hpp"
+
+namespace kcert::store {
+
+std::string utc_now_iso() {
+  const auto now = std::chrono::system_clock::now();
+  const auto t = std::chrono::system_clock::to_time_t(now);
+  const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(now.time_since_epoch()).count() % 1000;
+  std::tm tm{};
+  ::gmtime_r(&t, &tm);
+  char buf[40];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%S", &tm);
+  char out[48];
+  std::snprintf(out, sizeof out, "%s.%03lldZ", buf, static_cast<long long>(ms));
+  return out;
+}
+
+std::string new_run_id() {
+  const auto t = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());
+  std::tm tm{};
+  ::gmtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y%m%dT%H%M%SZ", &tm);
+  std::random_device rd;
+  char suffix[16];
+  std::snprintf(suffix, sizeof suffix, "%08x", rd());
+  return std::string(buf) + "-" + suffix;
+}
+
+nlohmann::json run_record(const RunInfo& run) {
+  return {{"type", "run"},
+          {"run_id", run.run_id},
+          {"started_at", run.started_at},
+          {"kcert_version", run.kcert_version},
+          {"git_revision", run.git_revision},
+          {"profile", run.profile},
+          {"shard_index", run.shard_index},
+          {"shard_count", run.shard_count},
+          {"configuration", run.configuration},
+          {"environment",
+           {{"fingerprint", run.environment.fingerprint},
+            {"identity", run.environment.identity},
+            {"details", run.environment.details}}}};
+}
+
+nlohmann::json result_record(const RunInfo& run, const engine::CaseResult& result) {
+  const auto& tc = result.testcase;
+  std::string yaml;
+  {
+    std::ifstream in(tc.source, std::ios::binary);
+    std::stringstream buffer;
+    buffer << in.rdbuf();
+    yaml = buffer.str();
+  }
+  nlohmann::json khat = nlohmann::json::array();
+  for (double k : result.variance.khat) khat.push_back(json_number(k));
+  return {{"type", "result"},
+          {"run_id", run.run_id},
+          {"shard_index", run.shard_index},
+          {"environment", run.environment.fingerprint},
+          {"testcase",
+           {{"case_id", tc.id},
+            {"kind", std::string(testcase::to_string(tc.kind))},
+            {"family", tc.family},
+            {"mechanism", tc.mechanism},
+            {"references", tc.references},
+            {"yaml_sha256", sha256_hex(yaml)}}},
+          {"result", to_json(result)},
+          {"khat", khat}};
+}
+
+nlohmann::json finish_record(const RunInfo& run, const std::string& status) {
+  return {{"type", "finish"}, {"run_id", run.run_id}, {"shard_index", run.shard_index},
+          {"finished_at", utc_now_iso()}, {"status", status}};
+}
+
+SpoolWriter::SpoolWriter(const std::string& path) : path_(path) {
+  const auto parent = std::filesystem::path(path).parent_path();
+  if (!parent.empty()) std::filesystem::create_directories(parent);
+  file_ = std::fopen(path.c_str(), "a");
+  if (!file_) throw std::runtime_error(path + ": cannot open spool file for writing");
+}
+
+SpoolWriter::~SpoolWriter() {
+  if (file_) std::fclose(file_);
+}
+
+void SpoolWriter::append(const nlohmann::json& record) {
+  const std::string line = record.dump() + "\n";
+  if (std::fwrite(line.data(), 1, line.size(), file_) != line.size() || std::fflush(file_) != 0 ||
+      ::fsync(::fileno(file_)) != 0) {
+    throw std::runtime_error(path_ + ": cannot write spool record");
+  }
+}
+
+std::vector<nlohmann::json> read_spool(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw std::runtime_error(path + ": cannot open spool file");
+  std::vector<nlohmann::json> records;
+  std::string line;
+  std::size_t n = 0;
+  while (std::getline(in, line)) {
+    ++n;
+    if (line.empty()) continue;
+    auto j = nlohmann::json::parse(line, nullptr, false);
+    // A torn last line (a crash mid-write) is reported, never silently dropped.
+    if (j.is_discarded() || !j.is_object() || !j.contains("type")) {
+      throw std::runtime_error(path + ":" + std::to_string(n) + ": not a spool record (expected one JSON object per line)");
+    }
+    records.push_back(std::move(j));
+  }
+  return records;
+}
+
+}  // namespace kcert::store
