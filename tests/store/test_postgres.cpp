@@ -1,0 +1,231 @@
+// Storage against a real PostgreSQL: the CTest fixture starts a throwaway cluster
+// (scripts/pg-cluster.sh) under the build tree; each test makes its own database.
+#include <catch2/catch.hpp>
+#include <unistd.h>
+
+#include <chrono>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <pqxx/pqxx>
+#include <sstream>
+#include <thread>
+
+#include "../cli/run_command.hpp"
+#include "harness/store/postgres.hpp"
+
+using kcert::test::kcert_binary;
+using kcert::test::run_command;
+
+namespace {
+
+const std::string kPgDir = KCERT_PG_DIR;
+const std::string kSource = KCERT_SOURCE_DIR;
+
+std::string admin_conninfo() {
+  std::ifstream in(kPgDir + "/conninfo");
+  std::string s;
+  std::getline(in, s);
+  REQUIRE_FALSE(s.empty());
+  return s;
+}
+
+std::string shell_quote(const std::string& s) {
+  std::string out = "'";
+  for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return out + "'";
+}
+
+// A fresh, empty database for one test; its conninfo.
+std::string fresh_database(const std::string& name) {
+  pqxx::connection admin(admin_conninfo());
+  pqxx::nontransaction n(admin);
+  n.exec("DROP DATABASE IF EXISTS " + n.quote_name(name) + " WITH (FORCE)");
+  n.exec("CREATE DATABASE " + n.quote_name(name));
+  auto info = admin_conninfo();
+  info.replace(info.find("dbname=kcert"), 12, "dbname=" + name);
+  return info;
+}
+
+std::string run_kcert(const std::string& conninfo, const std::string& args, int* exit_code = nullptr) {
+  const auto r = run_command("KCERT_DB=" + shell_quote(conninfo) + " " + kcert_binary() + " " + args + " 2>&1");
+  if (exit_code) *exit_code = r.exit_code;
+  return r.output;
+}
+
+std::string temp_dir(const std::string& name) {
+  const std::string dir = "/tmp/kcert-pgtest-" + name;
+  run_command("rm -rf " + dir + " && mkdir -p " + dir);
+  return dir;
+}
+
+void write_case(const std::string& path, const std::string& id, int tokens, int hidden, int replicates) {
+  std::ofstream(path) << "schema: 1\nid: " << id << "\nkind: negative\nfamily: rmsnorm\nmechanism: test\n"
+                      << "references: []\nreference: {variant: gemma}\nproduction: {variant: gemma_offset_in_w}\n"
+                      << "probe: {dtype: bf16, seed: 3, shift: 0.5, shape: {tokens: " << tokens << ", hidden: " << hidden
+                      << "}, weights: {kind: zero_centred, spread: 0.5}}\n"
+                      << "gates: {replicates: " << replicates << ", max_replicates: " << replicates << "}\n";
+}
+
+long long count(const std::string& conninfo, const std::string& sql) {
+  pqxx::connection c(conninfo);
+  pqxx::work w(c);
+  return w.exec1(sql)[0].as<long long>();
+}
+
+// Everything a result says, minus how long it took.
+std::map<std::string, std::string> results_of_run(const std::string& conninfo, const std::string& run_id) {
+  pqxx::connection c(conninfo);
+  pqxx::work w(c);
+  std::map<std::string, std::string> out;
+  for (const auto& row : w.exec_params(
+           "SELECT t.case_id, r.verdict || r.algebra_verdict || r.bias_verdict || r.variance_verdict || "
+           " coalesce(r.variance_u::text, '-') || coalesce(r.max_abs_z::text, '-') || r.replicates || "
+           " ((r.document - 'runtime')::text) || (SELECT count(*) FROM bias_bucket b WHERE b.result_id = r.id) || "
+           " (SELECT khat::text FROM variance_tail v WHERE v.result_id = r.id) "
+           "FROM result r JOIN testcase t ON t.id = r.testcase_id WHERE r.run_id = $1",
+           run_id)) {
+    out[row[0].c_str()] = row[1].c_str();
+  }
+  return out;
+}
+
+std::string run_id_in(const std::string& output) {
+  const auto pos = output.find("kcert: run ");
+  REQUIRE(pos != std::string::npos);
+  return output.substr(pos + 11, output.find(',', pos) - pos - 11);
+}
+
+}  // namespace
+
+TEST_CASE("migrations apply to an empty database and re-running is a no-op", "[postgres]") {
+  const auto db = fresh_database("kcert_t_migrate");
+  kcert::store::ResultStore store(db);
+  const auto before = store.migration_status();
+  REQUIRE(before.size() >= 2);
+  for (const auto& m : before) CHECK_FALSE(m.applied);
+  CHECK(store.migrate() == static_cast<int>(before.size()));
+  CHECK(store.migrate() == 0);
+  for (const auto& m : store.migration_status()) CHECK(m.applied);
+  CHECK(count(db, "SELECT count(*) FROM kcert_migration") == static_cast<long long>(before.size()));
+  CHECK(count(db, "SELECT count(*) FROM detection_history") == 0);
+  const auto out = run_kcert(db, "db status");
+  CHECK_THAT(out, Catch::Contains("002  002_roles"));
+  CHECK_THAT(out, Catch::Contains("applied"));
+}
+
+TEST_CASE("a stored run reads back through kcert history across two environments", "[postgres]") {
+  const auto db = fresh_database("kcert_t_history");
+  run_kcert(db, "db migrate");
+  const std::string n2 = kSource + "/testcases/negative/rmsnorm/n2_gemma_rmsnorm_missing_offset.yaml";
+  const auto dir = temp_dir("history");
+  int code = 0;
+  run_kcert(db, "run " + n2 + " --profile smoke --db --quiet --brief --spool " + dir + "/a.jsonl", &code);
+  CHECK(code == 1);  // the control FAILs, as it should
+  std::ofstream(dir + "/h100.json") << R"({"gpu": "NVIDIA H100 80GB HBM3, 9.0, 550.54", "torch_version": "2.9.0"})";
+  run_command("KCERT_ENVIRONMENT_FILE=" + dir + "/h100.json KCERT_DB=" + shell_quote(db) + " " + kcert_binary() + " run " +
+              n2 + " --profile smoke --db --quiet --brief --spool " + dir + "/b.jsonl");
+  const auto j = nlohmann::json::parse(run_kcert(db, "history n2_gemma_rmsnorm_missing_offset --format json"));
+  REQUIRE(j.at("runs").size() == 2);
+  CHECK(j.at("runs").at(0).at("environment") != j.at("runs").at(1).at("environment"));
+  CHECK(j.at("runs").at(1).at("torch_version") == "2.9.0");
+  CHECK(j.at("runs").at(0).at("verdict") == "FAIL");
+  CHECK(j.at("runs").at(0).at("U").is_number());
+  CHECK(j.at("first_detection") == j.at("runs").at(0).at("run_id"));
+  CHECK(j.at("last_detection") == j.at("runs").at(1).at("run_id"));
+  const auto h100 = nlohmann::json::parse(run_kcert(db, "history n2_gemma_rmsnorm_missing_offset --hardware h100 --format json"));
+  CHECK(h100.at("runs").size() == 1);
+  const auto table = run_kcert(db, "history n2_gemma_rmsnorm_missing_offset");
+  CHECK_THAT(table, Catch::Contains("first detection"));
+  CHECK_THAT(table, Catch::Contains("NVIDIA H100"));
+  const auto csv = run_kcert(db, "history n2_gemma_rmsnorm_missing_offset --format csv");
+  CHECK_THAT(csv, Catch::StartsWith("started_at,run_id,environment"));
+  CHECK(count(db, "SELECT count(*) FROM run WHERE status = 'finished'") == 2);
+}
+
+TEST_CASE("a server stopped mid-run loses nothing: upload restores the same rows", "[postgres]") {
+  const auto db = fresh_database("kcert_t_outage");
+  run_kcert(db, "db migrate");
+  const auto dir = temp_dir("outage");
+  write_case(dir + "/a_fast.yaml", "a_fast", 32, 64, 64);
+  write_case(dir + "/b_slow.yaml", "b_slow", 512, 1024, 384);  // several seconds on 2 cores
+
+  const auto clean = run_kcert(db, "run " + dir + " --db --quiet --brief --spool " + dir + "/clean.jsonl");
+  const auto clean_id = run_id_in(clean);
+
+  // Same cases again; stop the server as soon as the first result reaches the spool.
+  const std::string spool = dir + "/outage.jsonl";
+  std::system(("KCERT_DB=" + shell_quote(db) + " " + kcert_binary() + " run " + dir + " --db --quiet --brief --spool " +
+               spool + " --run-id outage-run > " + dir + "/outage.log 2>&1 &").c_str());
+  auto spool_has = [&](const std::string& needle) {
+    std::ifstream in(spool);
+    std::stringstream s;
+    s << in.rdbuf();
+    return s.str().find(needle) != std::string::npos;
+  };
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (!spool_has("\"type\":\"result\"") && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  REQUIRE(run_command(kSource + "/scripts/pg-cluster.sh stop " + kPgDir).exit_code == 0);
+  while (!spool_has("\"type\":\"finish\"") && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  REQUIRE(run_command(kSource + "/scripts/pg-cluster.sh start " + kPgDir).exit_code == 0);
+  const auto log = run_command("cat " + dir + "/outage.log").output;
+  INFO(log);
+  CHECK_THAT(log, Catch::Contains("database write failed, continuing with the spool only"));
+  CHECK_THAT(log, Catch::Contains("kcert upload " + spool));
+  CHECK(count(db, "SELECT count(*) FROM result WHERE run_id = 'outage-run'") == 1);  // only the first reached it
+
+  const auto up = run_kcert(db, "upload " + spool);
+  CHECK_THAT(up, Catch::Contains("1 result(s) added, 1 already present"));
+  const auto a = results_of_run(db, clean_id), b = results_of_run(db, "outage-run");
+  REQUIRE(a.size() == 2);
+  CHECK(a == b);
+  CHECK(count(db, "SELECT count(*) FROM run WHERE id = 'outage-run' AND status = 'finished'") == 1);
+
+  SECTION("a repeated upload adds nothing") {
+    const auto rows = count(db, "SELECT count(*) FROM result") + count(db, "SELECT count(*) FROM bias_bucket");
+    CHECK_THAT(run_kcert(db, "upload " + spool), Catch::Contains("0 result(s) added, 2 already present"));
+    CHECK(count(db, "SELECT count(*) FROM result") + count(db, "SELECT count(*) FROM bias_bucket") == rows);
+  }
+}
+
+TEST_CASE("a case id full of quotes and SQL is stored literally", "[postgres]") {
+  const auto db = fresh_database("kcert_t_quotes");
+  run_kcert(db, "db migrate");
+  const auto dir = temp_dir("quotes");
+  const std::string id = R"(it's "quoted"'); DROP TABLE result; --)";
+  write_case(dir + "/q.yaml", "'it''s \"quoted\"''); DROP TABLE result; --'", 16, 32, 32);
+  run_kcert(db, "run " + dir + " --db --quiet --brief");
+  pqxx::connection c(db);
+  pqxx::work w(c);
+  CHECK(w.exec1("SELECT case_id FROM testcase")[0].as<std::string>() == id);
+  CHECK(w.exec1("SELECT count(*) FROM result")[0].as<int>() == 1);  // the table is still there
+  const auto j = nlohmann::json::parse(run_kcert(db, "history " + shell_quote(id) + " --format json"));
+  CHECK(j.at("case") == id);
+  CHECK(j.at("runs").size() == 1);
+}
+
+TEST_CASE("the read-only role is refused a write", "[postgres]") {
+  const auto db = fresh_database("kcert_t_roles");
+  run_kcert(db, "db migrate");
+  {
+    pqxx::connection admin(db);
+    pqxx::work w(admin);
+    w.exec("DO $$ BEGIN IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'kcert_test_reader') THEN "
+           "CREATE ROLE kcert_test_reader LOGIN; END IF; END $$");
+    w.exec("GRANT kcert_reader TO kcert_test_reader");
+    w.commit();
+  }
+  auto reader = db;
+  reader.replace(reader.find("user=postgres"), 13, "user=kcert_test_reader");
+  pqxx::connection c(reader);
+  {
+    pqxx::work w(c);
+    CHECK(w.exec1("SELECT count(*) FROM detection_history")[0].as<int>() == 0);  // reading is allowed
+  }
+  pqxx::work w(c);
+  CHECK_THROWS_AS(w.exec("INSERT INTO run (id, started_at, kcert_version) VALUES ('x', now(), 'v')"),
+                  pqxx::insufficient_privilege);
+}

@@ -1,0 +1,47 @@
+#include <catch2/catch.hpp>
+
+#include <cstdio>
+#include <fstream>
+
+#include "harness/store/environment.hpp"
+#include "harness/store/sha256.hpp"
+#include "harness/store/spool.hpp"
+
+using kcert::store::sha256_hex;
+
+TEST_CASE("sha256 matches the FIPS 180-4 test vectors", "[store]") {
+  CHECK(sha256_hex("") == "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
+  CHECK(sha256_hex("abc") == "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+  CHECK(sha256_hex("abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq") ==
+        "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1");
+  CHECK(sha256_hex(std::string(1000000, 'a')) == "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0");
+}
+
+TEST_CASE("the environment fingerprint is stable and follows identity fields only", "[store]") {
+  const auto a = kcert::store::detect_environment();
+  const auto b = kcert::store::detect_environment();
+  CHECK(a.fingerprint == b.fingerprint);
+  CHECK(a.fingerprint.size() == 16);
+  CHECK(a.identity.contains("cpu_flags"));
+  CHECK(a.identity.contains("torch_version"));
+  CHECK(a.identity.contains("blas"));
+  CHECK_FALSE(a.identity.contains("threads"));  // speeds and loads never enter the key
+  auto other = a.identity;
+  other["gpu"] = "NVIDIA H100 80GB HBM3, 9.0, 550.54";
+  CHECK(kcert::store::fingerprint_of(other) != a.fingerprint);
+  CHECK(kcert::store::fingerprint_of(a.identity) == a.fingerprint);
+}
+
+TEST_CASE("a torn spool line is reported with its line number", "[store]") {
+  const std::string path = "/tmp/kcert-test-spool.jsonl";
+  std::remove(path.c_str());
+  {
+    kcert::store::SpoolWriter w(path);
+    w.append({{"type", "run"}, {"run_id", "r"}});
+    w.append({{"type", "finish"}, {"run_id", "r"}});
+  }
+  CHECK(kcert::store::read_spool(path).size() == 2);
+  std::ofstream(path, std::ios::app) << "{\"type\": \"res";  // a crash mid-write
+  CHECK_THROWS_WITH(kcert::store::read_spool(path), Catch::Contains(path + ":3: not a spool record"));
+  std::remove(path.c_str());
+}
