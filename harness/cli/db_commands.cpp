@@ -8,7 +8,6 @@
 #include <nlohmann/json.hpp>
 
 #include "harness/cli/exit_codes.hpp"
-#include "harness/cli/khat_reader.hpp"
 #include "harness/store/postgres.hpp"
 #include "harness/store/spool.hpp"
 

@@ -2,16 +2,13 @@
 // Reads a stored K̂ sample: one value per line, `inf` allowed, blank lines and `#` comments
 // ignored. Errors name the source and the line.
 #include <istream>
+
+#include "harness/cli/exit_codes.hpp"
 #include <stdexcept>
 #include <string>
 #include <vector>
 
 namespace kcert::cli {
-
-class InputError : public std::runtime_error {
- public:
-  using std::runtime_error::runtime_error;
-};
 
 // `source` names the stream in error messages ("khat.txt", "<stdin>").
 // Throws InputError: "khat.txt:7: expected a number >= 0 or 'inf', got 'abc'".
