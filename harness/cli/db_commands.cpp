@@ -29,7 +29,6 @@ store::ResultStore connect() {
 }
 
 std::string opt(const std::optional<double>& v) { return v ? fmt::format("{:.4g}", *v) : "-"; }
-std::string opt(const std::optional<bool>& v) { return v ? (*v ? "yes" : "no") : "-"; }
 
 std::string csv_field(const std::string& s) {
   if (s.find_first_of(",\"\n") == std::string::npos) return s;

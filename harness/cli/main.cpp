@@ -2,6 +2,7 @@
 // line and dispatches to the commands of harness/cli/.
 #include <CLI/CLI.hpp>
 
+#include <cstdlib>
 #include <iostream>
 
 #include "harness/cli/db_commands.hpp"
@@ -29,12 +30,31 @@ int main(int argc, char** argv) {
   app.add_option("--threads", threads,
                  "LibTorch intra-op threads (default: the hardware concurrency)")
       ->check(CLI::NonNegativeNumber);
-  app.parse_complete_callback([&threads]() { kcert::numerics::configure_intra_op_threads(threads); });
+  std::vector<std::string> plugins;
+  app.add_option("--plugin", plugins,
+                 "load a kernel plugin (.so) before anything else; repeatable; also KCERT_PLUGINS=a.so:b.so "
+                 "and a case's `plugins:` key (docs/plugins.md)");
 
   app.fallthrough();  // global options may follow the subcommand: kcert run x.yaml --threads 2
 
   kcert::kernels::Registry registry;
   kcert::kernels::register_builtin_families(registry);
+  // Runs after parsing and before any subcommand's work: threads and plugins first.
+  app.parse_complete_callback([&threads, &plugins, &registry]() {
+    kcert::numerics::configure_intra_op_threads(threads);
+    std::vector<std::string> all;
+    if (const char* env = std::getenv("KCERT_PLUGINS")) {
+      std::string list = env;
+      for (std::size_t start = 0; start <= list.size();) {
+        const auto colon = list.find(':', start);
+        all.push_back(list.substr(start, colon == std::string::npos ? std::string::npos : colon - start));
+        if (colon == std::string::npos) break;
+        start = colon + 1;
+      }
+    }
+    all.insert(all.end(), plugins.begin(), plugins.end());
+    kcert::cli::load_plugins(all, registry);
+  });
   kcert::cli::register_run_command(app, registry);
   kcert::cli::register_list_command(app, registry);
   kcert::cli::register_db_commands(app);

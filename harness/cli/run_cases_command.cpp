@@ -11,22 +11,39 @@
 #include "harness/cli/khat_reader.hpp"
 #include "harness/cli/report.hpp"
 #include "harness/engine/engine.hpp"
+#include "harness/kernels/plugin.hpp"
 #include "harness/store/json.hpp"
 #include "harness/store/postgres.hpp"
 #include "harness/store/spool.hpp"
 
 namespace kcert::cli {
 
-std::vector<testcase::TestCase> load_cases(const std::vector<std::string>& paths, const kernels::Registry& registry,
+void load_plugins(const std::vector<std::string>& paths, kernels::Registry& registry) {
+  for (const auto& p : paths) {
+    if (p.empty()) continue;
+    try {
+      const auto loaded = kernels::load_plugin(p, registry);
+      if (!loaded.name.empty()) {
+        std::cerr << fmt::format("kcert: plugin {} {} loaded from {} ({} variant(s), {} family(ies))\n", loaded.name,
+                                 loaded.version, loaded.path, loaded.variants_added, loaded.families_added);
+      }
+    } catch (const kernels::PluginError& e) {
+      throw InputError(e.what());
+    }
+  }
+}
+
+std::vector<testcase::TestCase> load_cases(const std::vector<std::string>& paths, kernels::Registry& registry,
                                            const std::string& profile) {
-  testcase::FamilySchemas schemas;
-  for (const auto& name : registry.family_names()) schemas.emplace(name, registry.family(name).schema());
   std::vector<std::string> files;
   try {
     files = testcase::collect_testcase_files(paths);
   } catch (const testcase::LoadError& e) {
     throw InputError(e.what());
   }
+  for (const auto& f : files) load_plugins(testcase::plugin_paths(f), registry);
+  testcase::FamilySchemas schemas;
+  for (const auto& name : registry.family_names()) schemas.emplace(name, registry.family(name).schema());
   if (files.empty()) throw InputError("no test cases found (looked for *.yaml and *.yml in the given paths)");
   std::vector<testcase::TestCase> cases;
   std::string errors;
@@ -179,7 +196,7 @@ class ProgressPrinter {
 
 }  // namespace
 
-void register_run_command(CLI::App& app, const kernels::Registry& registry) {
+void register_run_command(CLI::App& app, kernels::Registry& registry) {
   auto o = std::make_shared<RunOptionsCli>();
   auto* cmd = app.add_subcommand("run", "Run test cases (YAML files or folders) through the three gates");
   cmd->footer(

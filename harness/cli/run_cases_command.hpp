@@ -7,10 +7,14 @@
 namespace kcert::cli {
 
 // `kcert run CASE.yaml|DIR ...`: runs test cases and prints the verdict table.
-void register_run_command(CLI::App& app, const kernels::Registry& registry);
+void register_run_command(CLI::App& app, kernels::Registry& registry);
 
 // Loads every case file; collects all load errors before failing (InputError listing them).
-std::vector<testcase::TestCase> load_cases(const std::vector<std::string>& paths, const kernels::Registry& registry,
+// Plugins named in the files' `plugins:` keys are loaded into the registry first.
+std::vector<testcase::TestCase> load_cases(const std::vector<std::string>& paths, kernels::Registry& registry,
                                            const std::string& profile);
+
+// Loads plugins (from --plugin and KCERT_PLUGINS) and says so on stderr; throws InputError.
+void load_plugins(const std::vector<std::string>& paths, kernels::Registry& registry);
 
 }  // namespace kcert::cli

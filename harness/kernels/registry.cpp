@@ -80,6 +80,21 @@ std::vector<std::string> Registry::family_names() const {
   return names;
 }
 
+std::set<std::pair<std::string, std::string>> Registry::variant_keys() const {
+  std::set<std::pair<std::string, std::string>> keys;
+  for (const auto& [f, fam] : families_) {
+    for (const auto& [v, var] : fam.variants) keys.emplace(f, v);
+  }
+  return keys;
+}
+
+void Registry::stamp_origin(const std::string& family, const std::string& variant, const std::string& version,
+                            const std::string& origin) {
+  auto& v = families_.at(family).variants.at(variant);
+  v.schema.version = version;
+  v.schema.origin = origin;
+}
+
 void register_builtin_families(Registry& registry) { register_rmsnorm_family(registry); }
 
 }  // namespace kcert::kernels

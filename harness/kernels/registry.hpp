@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -68,8 +69,16 @@ class Registry {
   const Family* find_family(const std::string& name) const;
   std::vector<std::string> family_names() const;
 
+  // For the plugin loader: (family, variant) pairs, and marking where variants came from.
+  std::set<std::pair<std::string, std::string>> variant_keys() const;
+  void stamp_origin(const std::string& family, const std::string& variant, const std::string& version,
+                    const std::string& origin);
+  bool has_plugin(const std::string& canonical_path) const { return plugins_.count(canonical_path) > 0; }
+  void note_plugin(const std::string& canonical_path) { plugins_.insert(canonical_path); }
+
  private:
   std::map<std::string, Family> families_;
+  std::set<std::string> plugins_;
 };
 
 // The families shipped with kcert.

@@ -73,6 +73,7 @@ struct VariantSchema {
   std::string version;
   std::string description;
   std::vector<ParamSpec> params;
+  std::string origin = "builtin";  // or the plugin's name; its version is then recorded as is
 };
 
 struct FamilySchema {

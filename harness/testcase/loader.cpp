@@ -260,6 +260,11 @@ KernelChoice kernel_choice(const Reader& r, const YAML::Node& node, const std::s
     r.fail(node["variant"], field + ".variant",
            "family '" + family.name + "' has no variant '" + k.variant + "' (available: " + list + ")");
   }
+  if (node["version"] && it->second.origin != "builtin") {
+    r.fail(node["version"], field + ".version",
+           "variant '" + k.variant + "' comes from plugin " + it->second.version +
+               ", whose version every result records; remove this key");
+  }
   k.version = node["version"] ? r.nonempty_string(node["version"], field + ".version") : it->second.version;
   k.params = r.params(node["params"], field + ".params", it->second.params, "", node);
   return k;
@@ -403,7 +408,7 @@ void read_probe(const Reader& r, const YAML::Node& node, const kernels::FamilySc
 
 TestCase read_document(const Reader& r, YAML::Node doc, const FamilySchemas& families, const std::string& profile) {
   r.check_keys(doc, "", {"schema", "id", "kind", "family", "mechanism", "references", "reference", "production", "probe",
-                          "buckets", "gates", "expected", "attestation", "profiles"});
+                          "buckets", "gates", "expected", "attestation", "profiles", "plugins"});
   TestCase tc;
   tc.source = r.source();
   if (!doc["schema"]) r.fail(doc, "schema", "required: the schema version, 1");
@@ -474,6 +479,10 @@ TestCase read_document(const Reader& r, YAML::Node doc, const FamilySchemas& fam
     }
     if (e["note"]) tc.expected.note = r.string(e["note"], "expected.note");
   }
+  if (const auto pl = doc["plugins"]) {
+    // Loaded by the command before validation (see plugin_paths); recorded here as given.
+    tc.plugins = r.string_list(pl, "plugins");
+  }
   if (const auto a = doc["attestation"]) {
     r.check_keys(a, "attestation", {"path", "theorem", "status"});
     Attestation at;
@@ -516,6 +525,24 @@ TestCase load_testcase(const std::string& path, const FamilySchemas& families, c
   std::stringstream buffer;
   buffer << in.rdbuf();
   return parse_testcase(buffer.str(), path, families, profile);
+}
+
+std::vector<std::string> plugin_paths(const std::string& path) {
+  namespace fs = std::filesystem;
+  std::vector<std::string> out;
+  try {
+    const YAML::Node doc = YAML::LoadFile(path);
+    if (!doc.IsMap() || !doc["plugins"] || !doc["plugins"].IsSequence()) return out;
+    const auto base = fs::path(path).parent_path();
+    for (const auto& n : doc["plugins"]) {
+      if (!n.IsScalar()) continue;  // the full load reports the type error with its position
+      const fs::path p(n.Scalar());
+      out.push_back((p.is_absolute() ? p : base / p).lexically_normal().string());
+    }
+  } catch (const std::exception&) {
+    // Syntax errors are reported by the full load, with file:line:col.
+  }
+  return out;
 }
 
 std::vector<std::string> collect_testcase_files(const std::vector<std::string>& paths) {

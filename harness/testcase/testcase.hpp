@@ -63,6 +63,7 @@ struct TestCase {
   std::optional<Attestation> attestation;
   std::string profile;  // the profile applied ("" = contract shapes)
   std::vector<std::string> profiles;  // profiles the file defines
+  std::vector<std::string> plugins;   // plugin libraries the file asks for, as written
 };
 
 // Bad input at the edge: the message starts with "file:line:col: field: ".
@@ -79,6 +80,10 @@ using FamilySchemas = std::map<std::string, kernels::FamilySchema>;
 TestCase load_testcase(const std::string& path, const FamilySchemas& families, const std::string& profile = "");
 TestCase parse_testcase(const std::string& yaml_text, const std::string& source, const FamilySchemas& families,
                         const std::string& profile = "");
+
+// The plugin libraries a case file names under `plugins:`, resolved against the file's
+// folder; read before validation so their variants exist when the file is checked.
+std::vector<std::string> plugin_paths(const std::string& path);
 
 // Expands directories (recursively, *.yaml and *.yml) and keeps files as given; sorted
 // within each directory. Throws LoadError for a path that does not exist.

@@ -1,0 +1,68 @@
+#!/usr/bin/env bash
+# Builds examples/plugin the way a user would — against an installed kcert, not the source
+# tree — runs its two cases, and checks the plugin loader's errors.
+#   test_example_plugin.sh SOURCE_DIR BUILD_DIR
+set -euo pipefail
+SRC=$1
+BUILD=$2
+WORK=$(mktemp -d /tmp/kcert-plugin-test.XXXXXX)
+trap 'rm -rf "$WORK"' EXIT
+fail() { echo "FAIL: $*" >&2; exit 1; }
+expect_contains() { grep -qF -- "$2" <<<"$1" || fail "expected '$2' in: $1"; }
+
+cmake --install "$BUILD" --prefix "$WORK/prefix" >/dev/null
+KCERT="$WORK/prefix/bin/kcert"
+cmake -S "$SRC/examples/plugin" -B "$WORK/plugin" -G Ninja -DCMAKE_PREFIX_PATH="$WORK/prefix" >/dev/null
+cmake --build "$WORK/plugin" >/dev/null
+PLUGIN="$WORK/plugin/libfused_rmsnorm_example.so"
+[[ -f $PLUGIN ]] || fail "the example plugin was not built"
+
+# 1. Its correct variant passes and its defective one is flagged, as the YAML expects.
+"$KCERT" --plugin "$PLUGIN" run "$SRC/examples/plugin/cases" --expect --quiet --brief --json "$WORK/r.json" >"$WORK/out.txt" \
+  || fail "cases did not meet their expectations: $(cat "$WORK/out.txt")"
+python3 - "$WORK/r.json" <<'PY'
+import json, sys
+d = {r["id"]: r for r in json.load(open(sys.argv[1]))["results"]}
+ok, bad = d["example_fused_rmsnorm_ok"], d["example_fused_rmsnorm_truncating_store"]
+assert ok["verdict"] == "PASS", ok["verdict"]
+assert bad["gates"]["bias"]["verdict"] == "FAIL", bad["gates"]["bias"]
+assert ok["production"]["version"] == "fused_rmsnorm_example@0.3.1", ok["production"]
+assert bad["production"]["version"] == "fused_rmsnorm_example@0.3.1", bad["production"]
+assert ok["reference"]["version"] == "kcert-builtin/1", ok["reference"]
+PY
+
+# 2. The same through KCERT_PLUGINS and through a case's `plugins:` key.
+KCERT_PLUGINS="$PLUGIN" "$KCERT" run "$SRC/examples/plugin/cases" --expect --quiet --brief >/dev/null \
+  || fail "KCERT_PLUGINS did not load the plugin"
+mkdir -p "$WORK/cases"
+{ echo "plugins: [\"$PLUGIN\"]"; cat "$SRC/examples/plugin/cases/fused_rmsnorm_ok.yaml"; } >"$WORK/cases/ok.yaml"
+"$KCERT" run "$WORK/cases/ok.yaml" --expect --quiet --brief >/dev/null || fail "a case's plugins: key did not load the plugin"
+
+# 3. Clear errors.
+out=$("$KCERT" --plugin "$WORK/missing.so" list 2>&1) && fail "a missing plugin was accepted"
+expect_contains "$out" "missing.so: no such file"
+out=$("$KCERT" --plugin /usr/lib/x86_64-linux-gnu/libyaml-cpp.so.0.7 list 2>&1) && fail "a non-plugin library was accepted"
+expect_contains "$out" "not a kcert plugin"
+echo "not a library" >"$WORK/text.so"
+out=$("$KCERT" --plugin "$WORK/text.so" list 2>&1) && fail "a text file was accepted"
+expect_contains "$out" "cannot load"
+cat >"$WORK/old.c" <<'C'
+struct info { int abi_version; const char* name; const char* version; };
+const struct info* kcert_plugin_info(void) { static const struct info i = {99, "old_plugin", "0.0.1"}; return &i; }
+void kcert_plugin_register(void* registry) { (void)registry; }
+C
+gcc -shared -fPIC -o "$WORK/old.so" "$WORK/old.c"
+out=$("$KCERT" --plugin "$WORK/old.so" list 2>&1) && fail "another ABI version was accepted"
+expect_contains "$out" "built against kcert plugin ABI 99, but this kcert has ABI 1"
+cp "$PLUGIN" "$WORK/copy.so"
+out=$("$KCERT" --plugin "$PLUGIN" --plugin "$WORK/copy.so" list 2>&1) && fail "a duplicate variant was accepted"
+expect_contains "$out" "variant 'fused_rmsnorm' of family 'rmsnorm' is already registered"
+out=$("$KCERT" run "$SRC/examples/plugin/cases" 2>&1) && fail "cases ran without their plugin"
+expect_contains "$out" "family 'rmsnorm' has no variant 'fused_rmsnorm' (available: fused_weight_fp32, gemma"
+sed 's/production: {variant: fused_rmsnorm}/production: {variant: fused_rmsnorm, version: "9"}/' \
+  "$SRC/examples/plugin/cases/fused_rmsnorm_ok.yaml" >"$WORK/versioned.yaml"
+out=$("$KCERT" --plugin "$PLUGIN" run "$WORK/versioned.yaml" 2>&1) && fail "a YAML version for a plugin variant was accepted"
+expect_contains "$out" "comes from plugin fused_rmsnorm_example@0.3.1"
+out=$("$KCERT" --plugin "$PLUGIN" list rmsnorm)
+expect_contains "$out" "fused_rmsnorm_trunc"
+echo "1 passed, 0 failed"
