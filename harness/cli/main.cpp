@@ -10,6 +10,7 @@
 #include "harness/cli/khat_reader.hpp"
 #include "harness/cli/list_command.hpp"
 #include "harness/cli/run_cases_command.hpp"
+#include "harness/cli/suite_command.hpp"
 #include "harness/cli/tail_fit_command.hpp"
 #include "harness/kernels/registry.hpp"
 #include "harness/numerics/runtime.hpp"
@@ -56,6 +57,7 @@ int main(int argc, char** argv) {
     kcert::cli::load_plugins(all, registry);
   });
   kcert::cli::register_run_command(app, registry);
+  kcert::cli::register_suite_command(app, registry);
   kcert::cli::register_list_command(app, registry);
   kcert::cli::register_db_commands(app);
   kcert::cli::register_tail_fit_command(app);

@@ -196,6 +196,30 @@ class ProgressPrinter {
 
 }  // namespace
 
+std::vector<engine::CaseResult> run_cases(const std::vector<testcase::TestCase>& cases, const kernels::Registry& registry,
+                                          engine::RunOptions options, bool quiet,
+                                          const std::function<void(const std::vector<engine::CaseResult>&)>& after_each) {
+  ProgressPrinter progress(cases.size(), quiet);
+  options.progress = [&progress](const engine::Progress& p) { progress.update(p); };
+  std::vector<engine::CaseResult> results;
+  for (std::size_t i = 0; i < cases.size(); ++i) {
+    progress.start(i);
+    try {
+      results.push_back(engine::run_case(cases[i], registry, options));
+    } catch (const std::exception& e) {
+      if (options.device == "cuda" && std::string(e.what()).find("--device cuda") != std::string::npos) throw UsageError(e.what());
+      engine::CaseResult failed;
+      failed.testcase = cases[i];
+      failed.error = e.what();
+      failed.verdict = stats::Verdict::fail;
+      results.push_back(std::move(failed));
+    }
+    progress.finish(results.back());
+    if (after_each) after_each(results);
+  }
+  return results;
+}
+
 void register_run_command(CLI::App& app, kernels::Registry& registry) {
   auto o = std::make_shared<RunOptionsCli>();
   auto* cmd = app.add_subcommand("run", "Run test cases (YAML files or folders) through the three gates");
@@ -235,32 +259,15 @@ void register_run_command(CLI::App& app, kernels::Registry& registry) {
     if (o->seed_given) options.seed = o->seed;
     options.device = o->device;
     options.batch = o->batch;
-    ProgressPrinter progress(cases.size(), o->quiet);
-    options.progress = [&progress](const engine::Progress& p) { progress.update(p); };
-
     RunStorage storage(*o, o->profile);
     storage.want_db(o->db);
-    std::vector<engine::CaseResult> results;
-    bool harness_error = false;
-    for (std::size_t i = 0; i < cases.size(); ++i) {
-      progress.start(i);
-      try {
-        results.push_back(engine::run_case(cases[i], registry, options));
-      } catch (const std::exception& e) {
-        if (o->device == "cuda" && std::string(e.what()).find("--device cuda") != std::string::npos) throw UsageError(e.what());
-        engine::CaseResult failed;
-        failed.testcase = cases[i];
-        failed.error = e.what();
-        failed.verdict = stats::Verdict::fail;
-        results.push_back(std::move(failed));
-        harness_error = true;
-      }
-      progress.finish(results.back());
-      storage.store(results.back());
+    const auto results = run_cases(cases, registry, options, o->quiet, [&](const std::vector<engine::CaseResult>& done) {
+      storage.store(done.back());
       // Keep what is done on disk after every case: an interrupted run loses nothing.
-      if (!o->json_path.empty()) store::write_json_file(o->json_path, store::results_document(results, KCERT_VERSION));
-    }
-
+      if (!o->json_path.empty()) store::write_json_file(o->json_path, store::results_document(done, KCERT_VERSION));
+    });
+    bool harness_error = false;
+    for (const auto& r : results) harness_error |= !r.error.empty();
     storage.finish("finished");
     print_verdict_table(std::cout, results);
     if (!o->brief) {

@@ -15,6 +15,21 @@ struct NonFinite {
   gates::Location where;
 };
 
+// The checks people use today, computed on the same replicates (docs/baselines.md).
+// `flagged` is what a user running the check once (on replicate 0) would see; `fraction`
+// is the share of the bias gate's R replicates on which it would have flagged.
+struct BaselineCheck {
+  bool flagged = false;
+  double fraction = 0.0;
+  double first_value = 0.0;  // assert_close: violating elements; others: the ratio prod/(allowed)
+};
+
+struct Baselines {
+  BaselineCheck assert_close;     // |prod - ref| <= atol + rtol·|ref| elementwise (bf16: 1.6e-2, 1e-5)
+  BaselineCheck flash_attention;  // max|prod - oracle| <= 2·max|ref - oracle| + 1 ULP
+  BaselineCheck dynamo_fp64;      // RMSE(prod, oracle) <= 3·RMSE(ref, oracle) + 1e-5
+};
+
 struct Runtime {       // how it ran: never changes a number, so kept apart from results
   std::string device = "cpu";
   int threads = 1;
@@ -34,6 +49,7 @@ struct CaseResult {
   gates::VarianceResult variance;
   std::uint64_t replicates = 0;  // evaluated in all (bias R and any growth for variance)
   std::optional<NonFinite> nonfinite;
+  Baselines baselines;
   std::string torch_version;
   std::vector<std::int64_t> output_shape;  // one replicate's output
   Runtime runtime;

@@ -124,6 +124,39 @@ void algebra_compare(const torch::Tensor& ref64_t, const torch::Tensor& prod64_t
   }
 }
 
+// Counts, replicate by replicate, what today's checks would say.
+class BaselineTally {
+ public:
+  void observe(const ReplicateObservation& o, std::uint64_t replicate, stats::FloatFormat working) {
+    const double eps = stats::ulp_spacing(std::min(o.peak, stats::max_finite(working)), working);
+    const double fa_allowed = 2.0 * o.e_ref + eps;
+    const double dyn_allowed = 3.0 * o.rmse_ref + 1e-5;
+    const bool close = o.close_violations > 0.0, fa = o.e_prod > fa_allowed, dyn = o.rmse_prod > dyn_allowed;
+    if (replicate == 0) {
+      out_.assert_close = {close, 0.0, o.close_violations};
+      out_.flash_attention = {fa, 0.0, o.e_prod / fa_allowed};
+      out_.dynamo_fp64 = {dyn, 0.0, o.rmse_prod / dyn_allowed};
+    }
+    close_ += close;
+    fa_ += fa;
+    dyn_ += dyn;
+    ++n_;
+  }
+  Baselines finish() const {
+    Baselines b = out_;
+    if (n_ > 0) {
+      b.assert_close.fraction = static_cast<double>(close_) / static_cast<double>(n_);
+      b.flash_attention.fraction = static_cast<double>(fa_) / static_cast<double>(n_);
+      b.dynamo_fp64.fraction = static_cast<double>(dyn_) / static_cast<double>(n_);
+    }
+    return b;
+  }
+
+ private:
+  Baselines out_;
+  std::uint64_t close_ = 0, fa_ = 0, dyn_ = 0, n_ = 0;
+};
+
 std::string location_text(const gates::Location& l) {
   std::string idx;
   for (auto i : l.index) idx += (idx.empty() ? "" : ",") + std::to_string(i);
@@ -166,6 +199,7 @@ CaseResult run_case(const testcase::TestCase& tc_in, const kernels::Registry& re
   AlgebraState algebra;
   std::vector<std::int64_t> out_shape;
   double kernel_seconds = 0.0;
+  BaselineTally baselines;
 
   const std::uint64_t R = tc.gates.replicates;
   std::uint64_t target = R;
@@ -233,14 +267,17 @@ CaseResult run_case(const testcase::TestCase& tc_in, const kernels::Registry& re
         algebra_compare(oracle.narrow(0, 0, k), prod64, static_cast<std::int64_t>(done), *layout, out_shape, algebra);
       }
 
-      auto obs = observe(ref_w, prod_w, oracle, *layout, static_cast<std::int64_t>(done), out_shape);
+      auto obs = observe(ref_w, prod_w, oracle, *layout, static_cast<std::int64_t>(done), out_shape, tc.probe.dtype);
       if (obs.nonfinite) {
         result.nonfinite = obs.nonfinite;
         done += static_cast<std::uint64_t>(b);
         break;
       }
       for (const auto& o : obs.replicates) {
-        if (done < R) bias->add(o.delta, o.magnitude, o.abs_oracle);  // the bias gate's R is pre-declared
+        if (done < R) {
+          bias->add(o.delta, o.magnitude, o.abs_oracle);  // the bias gate's R is pre-declared
+          baselines.observe(o, done, tc.probe.dtype);
+        }
         khat.push_back(k_hat(o, tc.probe.dtype));
         ++done;
       }
@@ -263,6 +300,7 @@ CaseResult run_case(const testcase::TestCase& tc_in, const kernels::Registry& re
 
   result.replicates = done;
   result.output_shape = out_shape;
+  result.baselines = baselines.finish();
   variance.khat = khat;
 
   // Algebra verdict.

@@ -18,6 +18,7 @@ inline double sign_of(double v) { return v > 0.0 ? 1.0 : (v < 0.0 ? -1.0 : 0.0);
 void accumulate_row(const double* __restrict r, const double* __restrict p, const double* __restrict q,
                     double* __restrict sum_d, double* __restrict sum_m, double* __restrict sum_a,
                     double* __restrict mp, double* __restrict mr, double* __restrict mk, double* __restrict sn,
+                    double* __restrict ssp, double* __restrict ssr, double* __restrict vio, double rtol, double atol,
                     std::int64_t buckets) {
   for (std::int64_t g = 0; g < buckets; ++g) {
     const double rv = r[g], pv = p[g], qv = q[g];
@@ -31,13 +32,17 @@ void accumulate_row(const double* __restrict r, const double* __restrict p, cons
     mr[g] = mr[g] < er ? er : mr[g];
     mk[g] = mk[g] < aq ? aq : mk[g];
     sn[g] += 0.0 * (d + qv);
+    ssp[g] += (pv - qv) * (pv - qv);
+    ssr[g] += (rv - qv) * (rv - qv);
+    vio[g] += std::fabs(d) > atol + rtol * std::fabs(rv) ? 1.0 : 0.0;
   }
 }
 
 }  // namespace
 
 void sweep(const double* ref, const double* prod, const double* oracle, std::int64_t n, const std::int64_t* ids,
-           std::int64_t buckets, BucketPattern pattern, SweepOutput& out) {
+           std::int64_t buckets, BucketPattern pattern, double rtol, double atol, SweepOutput& out) {
+  double sse_p = 0.0, sse_r = 0.0, violations = 0.0;
   double e_prod = 0.0, e_ref = 0.0, peak = 0.0;
   // Sums accumulate in element order within each bucket whatever the pattern, so every
   // path gives the same bits.
@@ -45,10 +50,12 @@ void sweep(const double* ref, const double* prod, const double* oracle, std::int
     // The maxima are folded after the sweep (max is exact in any order).
     std::vector<double> max_prod(static_cast<std::size_t>(buckets), 0.0), max_ref(max_prod), max_peak(max_prod);
     std::vector<double> sentinel(static_cast<std::size_t>(buckets), 0.0);
+    std::vector<double> ssp(sentinel), ssr(sentinel), vio(sentinel);
     const std::int64_t rows = n / buckets;
     for (std::int64_t t = 0; t < rows; ++t) {
       accumulate_row(ref + t * buckets, prod + t * buckets, oracle + t * buckets, out.delta, out.magnitude,
-                     out.abs_oracle, max_prod.data(), max_ref.data(), max_peak.data(), sentinel.data(), buckets);
+                     out.abs_oracle, max_prod.data(), max_ref.data(), max_peak.data(), sentinel.data(), ssp.data(),
+                     ssr.data(), vio.data(), rtol, atol, buckets);
     }
     double check = 0.0;
     for (std::int64_t g = 0; g < buckets; ++g) {
@@ -56,6 +63,9 @@ void sweep(const double* ref, const double* prod, const double* oracle, std::int
       e_ref = std::max(e_ref, max_ref[static_cast<std::size_t>(g)]);
       peak = std::max(peak, max_peak[static_cast<std::size_t>(g)]);
       check += sentinel[static_cast<std::size_t>(g)];
+      sse_p += ssp[static_cast<std::size_t>(g)];
+      sse_r += ssr[static_cast<std::size_t>(g)];
+      violations += vio[static_cast<std::size_t>(g)];
     }
     out.finite = check == 0.0;
   } else if (pattern == BucketPattern::blocked) {
@@ -72,6 +82,9 @@ void sweep(const double* ref, const double* prod, const double* oracle, std::int
         e_ref = std::max(e_ref, std::fabs(rv - qv));
         peak = std::max(peak, std::fabs(qv));
         check += 0.0 * (d + qv);
+        sse_p += (pv - qv) * (pv - qv);
+        sse_r += (rv - qv) * (rv - qv);
+        violations += std::fabs(d) > atol + rtol * std::fabs(rv) ? 1.0 : 0.0;
       }
       if (check != 0.0 || std::isnan(check)) out.finite = false;
       out.delta[g] += sd;
@@ -91,9 +104,15 @@ void sweep(const double* ref, const double* prod, const double* oracle, std::int
       e_ref = std::max(e_ref, std::fabs(rv - qv));
       peak = std::max(peak, std::fabs(qv));
       check += 0.0 * (d + qv);
+      sse_p += (pv - qv) * (pv - qv);
+      sse_r += (rv - qv) * (rv - qv);
+      violations += std::fabs(d) > atol + rtol * std::fabs(rv) ? 1.0 : 0.0;
     }
     out.finite = check == 0.0;
   }
+  out.sse_prod = sse_p;
+  out.sse_ref = sse_r;
+  out.close_violations = violations;
   out.e_prod = e_prod;
   out.e_ref = e_ref;
   out.peak = peak;

@@ -17,11 +17,14 @@ struct SweepOutput {
   double* magnitude;   // [G] sums of sign(ref)·(prod - ref)
   double* abs_oracle;  // [G] sums of |oracle|
   double e_prod = 0.0, e_ref = 0.0, peak = 0.0;
+  double sse_prod = 0.0, sse_ref = 0.0;  // sums of squared errors against the oracle (RMSE baselines)
+  double close_violations = 0.0;         // elements failing |prod - ref| <= atol + rtol·|ref|
   bool finite = true;  // false: some input was NaN or ±inf and the sums are meaningless
 };
 
 // One replicate: n elements of ref and prod (W values, exact in fp64) and oracle.
+// rtol, atol: the assert_close tolerances counted in close_violations.
 void sweep(const double* ref, const double* prod, const double* oracle, std::int64_t n, const std::int64_t* ids,
-           std::int64_t buckets, BucketPattern pattern, SweepOutput& out);
+           std::int64_t buckets, BucketPattern pattern, double rtol, double atol, SweepOutput& out);
 
 }  // namespace kcert::engine::detail

@@ -56,8 +56,21 @@ std::string describe_nonfinite(double v) {
 }
 }  // namespace
 
+std::pair<double, double> assert_close_tolerances(stats::FloatFormat working) {
+  // torch.testing.assert_close defaults (PyTorch docs, "Default tolerances").
+  switch (working) {
+    case stats::FloatFormat::bf16: return {1.6e-2, 1e-5};
+    case stats::FloatFormat::fp16: return {1e-3, 1e-5};
+    case stats::FloatFormat::fp32: return {1.3e-6, 1e-5};
+    case stats::FloatFormat::fp64: return {1e-7, 1e-7};
+  }
+  return {0.0, 0.0};
+}
+
 BatchObservations observe(const torch::Tensor& ref_t, const torch::Tensor& prod_t, const torch::Tensor& oracle_t,
-                          const BucketLayout& layout, std::int64_t first_replicate, at::IntArrayRef output_shape) {
+                          const BucketLayout& layout, std::int64_t first_replicate, at::IntArrayRef output_shape,
+                          stats::FloatFormat working) {
+  const auto [rtol, atol] = assert_close_tolerances(working);
   // W values are exact in fp64; an all-fp64 sweep vectorizes where a mixed one does not.
   const auto ref = ref_t.to(torch::kCPU).to(torch::kFloat64).contiguous();
   const auto prod = prod_t.to(torch::kCPU).to(torch::kFloat64).contiguous();
@@ -96,9 +109,12 @@ BatchObservations observe(const torch::Tensor& ref_t, const torch::Tensor& prod_
     o.abs_oracle.assign(G, 0.0);
     detail::SweepOutput sweep_out{o.delta.data(), o.magnitude.data(), o.abs_oracle.data()};
     detail::sweep(ref.data_ptr<double>() + b * n, prod.data_ptr<double>() + b * n, oracle.data_ptr<double>() + b * n, n,
-                  layout.ids.data(), layout.buckets, layout.pattern, sweep_out);
+                  layout.ids.data(), layout.buckets, layout.pattern, rtol, atol, sweep_out);
     if (!sweep_out.finite) all_finite = false;
     o.e_prod = sweep_out.e_prod;
+    o.rmse_prod = std::sqrt(sweep_out.sse_prod / static_cast<double>(n));
+    o.rmse_ref = std::sqrt(sweep_out.sse_ref / static_cast<double>(n));
+    o.close_violations = sweep_out.close_violations;
     o.e_ref = sweep_out.e_ref;
     o.peak = sweep_out.peak;
     for (std::size_t g = 0; g < G; ++g) {

@@ -28,6 +28,8 @@ struct ReplicateObservation {
   std::vector<double> magnitude;    // per bucket
   std::vector<double> abs_oracle;   // per bucket, mean |oracle|
   double e_prod = 0.0, e_ref = 0.0, peak = 0.0;
+  double rmse_prod = 0.0, rmse_ref = 0.0;  // against the oracle
+  double close_violations = 0.0;           // elements outside assert_close's tolerances
 };
 
 struct BatchObservations {
@@ -35,9 +37,13 @@ struct BatchObservations {
   std::optional<NonFinite> nonfinite;  // the first non-finite value, if any
 };
 
+// torch.testing.assert_close's default tolerances for the working dtype (rtol, atol).
+std::pair<double, double> assert_close_tolerances(stats::FloatFormat working);
+
 // ref, prod: W-valued [B, ...]; oracle: fp64 [B, ...]; first_replicate numbers the batch.
 BatchObservations observe(const torch::Tensor& ref, const torch::Tensor& prod, const torch::Tensor& oracle,
-                          const BucketLayout& layout, std::int64_t first_replicate, at::IntArrayRef output_shape);
+                          const BucketLayout& layout, std::int64_t first_replicate, at::IntArrayRef output_shape,
+                          stats::FloatFormat working);
 
 // K̂ = max(0, (E_prod - ε)/E_ref) with ε one true ULP of W at the output peak; 0 when
 // E_prod ≤ ε, +∞ when E_ref = 0 < E_prod - ε.

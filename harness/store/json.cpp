@@ -151,6 +151,12 @@ nlohmann::json to_json(const engine::CaseResult& r) {
   } else {
     j["nonfinite"] = nullptr;
   }
+  const auto baseline = [](const engine::BaselineCheck& b) {
+    return nlohmann::json{{"flagged", b.flagged}, {"fraction", json_number(b.fraction)}, {"first_value", json_number(b.first_value)}};
+  };
+  j["baselines"] = {{"assert_close", baseline(r.baselines.assert_close)},
+                    {"flash_attention", baseline(r.baselines.flash_attention)},
+                    {"dynamo_fp64", baseline(r.baselines.dynamo_fp64)}};
   j["expected"] = expectation_json(tc.expected);
   j["unexpected"] = r.unexpected;
   const auto& p = tc.probe;

@@ -51,7 +51,7 @@ TEST_CASE("observations are exact bucket means of prod - ref and sign(ref)·(pro
   const auto ref = torch::tensor({1.0, -2.0, -1.0, 4.0}, torch::kFloat64).view({1, 2, 2}).to(torch::kBFloat16);
   const auto prod = torch::tensor({1.5, -2.0, -1.25, 3.0}, torch::kFloat64).view({1, 2, 2}).to(torch::kBFloat16);
   const auto oracle = torch::tensor({1.25, -2.0, -1.0, 3.5}, torch::kFloat64).view({1, 2, 2});
-  const auto obs = kcert::engine::observe(ref, prod, oracle, layout, 0, shape);
+  const auto obs = kcert::engine::observe(ref, prod, oracle, layout, 0, shape, kcert::stats::FloatFormat::bf16);
   REQUIRE(obs.replicates.size() == 1);
   const auto& o = obs.replicates[0];
   CHECK(o.delta == std::vector<double>({(0.5 - 0.25) / 2, (0.0 - 1.0) / 2}));
@@ -60,6 +60,11 @@ TEST_CASE("observations are exact bucket means of prod - ref and sign(ref)·(pro
   CHECK(o.e_prod == 0.5);
   CHECK(o.e_ref == 0.5);
   CHECK(o.peak == 3.5);
+  // Baseline inputs: RMSE against the oracle, and assert_close violations (bf16: rtol 1.6e-2,
+  // atol 1e-5): 1 -> 1.5, -1 -> -1.25 and 4 -> 3 differ by more than that; -2 -> -2 does not.
+  CHECK(o.rmse_prod == Approx(std::sqrt((0.25 * 0.25 + 0 + 0.25 * 0.25 + 0.5 * 0.5) / 4)));
+  CHECK(o.rmse_ref == Approx(std::sqrt((0.25 * 0.25 + 0 + 0 + 0.5 * 0.5) / 4)));
+  CHECK(o.close_violations == 3.0);
 }
 
 TEST_CASE("K-hat follows the degenerate rules of method.md section 4", "[observations]") {

@@ -1,0 +1,52 @@
+#include <catch2/catch.hpp>
+
+#include "eval/falsifiability.hpp"
+
+using kcert::stats::Verdict;
+
+namespace {
+kcert::engine::CaseResult result(kcert::testcase::Kind kind, Verdict alg, Verdict bias, Verdict var, Verdict magnitude = Verdict::pass) {
+  kcert::engine::CaseResult r;
+  r.testcase.id = "c";
+  r.testcase.kind = kind;
+  r.algebra.verdict = alg;
+  r.bias.verdict = bias;
+  r.bias.signed_statistic.verdict = bias;
+  r.bias.magnitude_statistic.verdict = magnitude;
+  r.variance.verdict = var;
+  r.verdict = kcert::stats::worst(alg, kcert::stats::worst(bias, var));
+  return r;
+}
+}  // namespace
+
+TEST_CASE("falsifiability counts detections, false FAILs and false WARNs per gate", "[eval]") {
+  using K = kcert::testcase::Kind;
+  std::vector<kcert::engine::CaseResult> rs = {
+      result(K::negative, Verdict::pass, Verdict::fail, Verdict::pass),                 // bias catches it
+      result(K::negative, Verdict::pass, Verdict::pass, Verdict::pass, Verdict::fail),  // only magnitude sees it
+      result(K::negative, Verdict::fail, Verdict::pass, Verdict::warn),
+      result(K::positive, Verdict::pass, Verdict::warn, Verdict::pass),
+      result(K::positive, Verdict::pass, Verdict::pass, Verdict::fail),
+  };
+  rs[2].baselines.assert_close.flagged = true;
+  rs[4].baselines.flash_attention.flagged = true;  // a false flag by today's check
+  rs[4].unexpected = {"variance: expected PASS, got FAIL"};
+  const auto f = kcert::eval::tabulate(rs);
+  CHECK(f.negatives == 3);
+  CHECK(f.positives == 2);
+  CHECK(f.algebra.detected == 1);
+  CHECK(f.bias.detected == 1);
+  CHECK(f.variance.detected == 1);
+  CHECK(f.combined.detected == 2);
+  CHECK(f.combined_with_magnitude.detected == 3);
+  CHECK(f.combined.false_fail == 1);
+  CHECK(f.combined.false_warn == 1);
+  CHECK(f.bias.false_warn == 1);
+  CHECK(f.assert_close.detected == 1);
+  CHECK(f.flash_attention.false_fail == 1);
+  CHECK(f.expectations_met == 4);
+  REQUIRE(f.unexpected.size() == 1);
+  CHECK(f.unexpected[0] == "c: variance: expected PASS, got FAIL");
+  const auto j = kcert::eval::to_json(f);
+  CHECK(j.at("gates").at("combined").at("negatives_detected") == 2);
+}
