@@ -95,6 +95,9 @@ void Registry::stamp_origin(const std::string& family, const std::string& varian
   v.schema.origin = origin;
 }
 
-void register_builtin_families(Registry& registry) { register_rmsnorm_family(registry); }
+void register_builtin_families(Registry& registry) {
+  register_rmsnorm_family(registry);
+  register_layernorm_family(registry);
+}
 
 }  // namespace kcert::kernels

@@ -84,5 +84,6 @@ class Registry {
 // The families shipped with kcert.
 void register_builtin_families(Registry& registry);
 void register_rmsnorm_family(Registry& registry);
+void register_layernorm_family(Registry& registry);
 
 }  // namespace kcert::kernels

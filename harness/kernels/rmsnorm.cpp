@@ -72,6 +72,50 @@ std::vector<Variant> rmsnorm_variants() {
         const auto gain = p.round_w(p.up(in.at("w")) + 1.0);  // `w + 1.0` on a W tensor stays W
         return p.round_w(u * inverse_rms(u, prm.number("eps")) * p.up(gain));
       }));
+  v.push_back(variant(
+      "llama_bf16_sequential_sumsq",
+      "as llama, but the sum of squares runs through a sequential W accumulator (every add "
+      "rounds to W), the low-precision reduction of pytorch#66707 / minimind#301 (N4)",
+      [](const KernelInputs& in, const Precision& p, const ParamMap& prm) {
+        const auto& x = in.at("x");
+        const auto hidden = x.size(-1);
+        auto acc = p.round_w(torch::zeros_like(p.up(x.select(-1, 0))));
+        for (int64_t j = 0; j < hidden; ++j) {
+          const auto xj = p.up(x.select(-1, j));
+          acc = p.round_w(p.up(acc) + p.round_w(xj * xj));
+        }
+        const auto ms = p.round_w(p.up(acc) / static_cast<double>(hidden));
+        const auto u = p.up(x);
+        const auto h = p.round_w(u * torch::rsqrt(p.up(ms) + prm.number("eps")).unsqueeze(-1));
+        return p.round_w(p.up(in.at("w")) * p.up(h));
+      }));
+  v.push_back(variant(
+      "llama_eps_outside_root",
+      "as llama, but 1 / (sqrt(ms) + eps): eps outside the square root (N6; TE#364, tilelang#1243)",
+      [](const KernelInputs& in, const Precision& p, const ParamMap& prm) {
+        const auto u = p.up(in.at("x"));
+        const auto h = p.round_w(u / (torch::sqrt(u.pow(2).mean(-1, true)) + prm.number("eps")));
+        return p.round_w(p.up(in.at("w")) * p.up(h));
+      }));
+  v.push_back(variant(
+      "llama_vector_norm",
+      "as llama, with the mean square from ATen's linalg_vector_norm reduction kernel, "
+      "r = rsqrt(n·n/H + eps) (positive #15: the LibTorch 1.13 substitute for at::rms_norm)",
+      [](const KernelInputs& in, const Precision& p, const ParamMap& prm) {
+        const auto u = p.up(in.at("x"));
+        const auto n = at::linalg_vector_norm(u, 2, {-1}, /*keepdim=*/true);
+        const auto h = p.round_w(u * torch::rsqrt(n * n / static_cast<double>(u.size(-1)) + prm.number("eps")));
+        return p.round_w(p.up(in.at("w")) * p.up(h));
+      }));
+  v.push_back(variant(
+      "llama_sum_times_inv_n",
+      "as llama, with mean(u·u) written as sum(u·u) · (1/H) (positive #17)",
+      [](const KernelInputs& in, const Precision& p, const ParamMap& prm) {
+        const auto u = p.up(in.at("x"));
+        const auto ms = (u * u).sum(-1, true) * (1.0 / static_cast<double>(u.size(-1)));
+        const auto h = p.round_w(u * torch::rsqrt(ms + prm.number("eps")));
+        return p.round_w(p.up(in.at("w")) * p.up(h));
+      }));
   return v;
 }
 
