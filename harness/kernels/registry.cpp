@@ -98,6 +98,7 @@ void Registry::stamp_origin(const std::string& family, const std::string& varian
 void register_builtin_families(Registry& registry) {
   register_rmsnorm_family(registry);
   register_layernorm_family(registry);
+  register_rope_family(registry);
 }
 
 }  // namespace kcert::kernels

@@ -85,5 +85,6 @@ class Registry {
 void register_builtin_families(Registry& registry);
 void register_rmsnorm_family(Registry& registry);
 void register_layernorm_family(Registry& registry);
+void register_rope_family(Registry& registry);
 
 }  // namespace kcert::kernels
