@@ -99,6 +99,7 @@ void register_builtin_families(Registry& registry) {
   register_rmsnorm_family(registry);
   register_layernorm_family(registry);
   register_rope_family(registry);
+  register_activation_family(registry);
 }
 
 }  // namespace kcert::kernels

@@ -86,5 +86,6 @@ void register_builtin_families(Registry& registry);
 void register_rmsnorm_family(Registry& registry);
 void register_layernorm_family(Registry& registry);
 void register_rope_family(Registry& registry);
+void register_activation_family(Registry& registry);
 
 }  // namespace kcert::kernels

@@ -1,0 +1,107 @@
+// Activation family: elementwise GELU / SiLU, with the real LibTorch kernels and the
+// formula rewrites the controls replay (G1, #10, #11, #34, #35).
+//
+// Inputs: x [B, tokens, channels] per replicate (pre-activations; the catalog's probes use
+// scale 3). Output like x. Bucket axes: channel (default), row.
+#include <cmath>
+
+#include "harness/kernels/probe.hpp"
+#include "harness/kernels/registry.hpp"
+
+namespace kcert::kernels {
+
+namespace {
+
+using numerics::Precision;
+
+constexpr const char* kVersion = "kcert-builtin/1";
+
+Variant variant(std::string name, std::string description, KernelFn fn) {
+  return Variant{VariantSchema{std::move(name), kVersion, std::move(description), {}}, std::move(fn)};
+}
+
+torch::Tensor gelu_tanh_formula(const torch::Tensor& u) {
+  const double k = std::sqrt(2.0 / M_PI);
+  return 0.5 * u * (1.0 + torch::tanh(k * (u + 0.044715 * u * u * u)));
+}
+
+std::vector<Variant> activation_variants() {
+  std::vector<Variant> v;
+  v.push_back(variant("gelu_erf_aten_fp32", "ATen's exact (erf) GELU kernel on the upcast input, one rounding",
+                      [](const KernelInputs& in, const Precision& p, const ParamMap&) {
+                        return p.round_w(at::gelu(p.up(in.at("x"))));
+                      }));
+  v.push_back(variant("gelu_erf_formula_fp32", "0.5·u·(1 + erf(u/√2)) with at::erf in fp32, one rounding (#35)",
+                      [](const KernelInputs& in, const Precision& p, const ParamMap&) {
+                        const auto u = p.up(in.at("x"));
+                        return p.round_w(0.5 * u * (1.0 + torch::erf(u * M_SQRT1_2)));
+                      }));
+  v.push_back(variant("gelu_tanh_formula_fp32",
+                      "tanh-approximated GELU written out in fp32, one rounding (Gemma's trained activation)",
+                      [](const KernelInputs& in, const Precision& p, const ParamMap&) {
+                        return p.round_w(gelu_tanh_formula(p.up(in.at("x"))));
+                      }));
+  v.push_back(variant("gelu_tanh_aten_w",
+                      "ATen's tanh GELU kernel called on the W tensor: on LibTorch 1.13 it rounds its "
+                      "intermediates to W (#11, positive catalog finding 3)",
+                      [](const KernelInputs& in, const Precision& p, const ParamMap&) {
+                        // The real kernel on the real dtype; under the exact policy it is fp64.
+                        return p.round_w(at::gelu(p.is_exact() ? in.at("x") : in.at("x").to(p.working_dtype()), "tanh"));
+                      }));
+  v.push_back(variant("silu_fp32", "u·sigmoid(u) in fp32, one rounding",
+                      [](const KernelInputs& in, const Precision& p, const ParamMap&) {
+                        const auto u = p.up(in.at("x"));
+                        return p.round_w(u * torch::sigmoid(u));
+                      }));
+  v.push_back(variant("silu_exp_form_fp32", "u / (1 + exp(-u)) in fp32, one rounding (#34)",
+                      [](const KernelInputs& in, const Precision& p, const ParamMap&) {
+                        const auto u = p.up(in.at("x"));
+                        return p.round_w(u / (1.0 + torch::exp(-u)));
+                      }));
+  v.push_back(variant("silu_aten_w",
+                      "ATen's SiLU kernel called on the W tensor: on LibTorch 1.13 every sub-step rounds to W (#10)",
+                      [](const KernelInputs& in, const Precision& p, const ParamMap&) {
+                        return p.round_w(at::silu(p.is_exact() ? in.at("x") : in.at("x").to(p.working_dtype())));
+                      }));
+  return v;
+}
+
+KernelInputs make_replicate(const ProbeContract& probe, const KernelInputs&, std::uint64_t seed) {
+  auto gen = make_generator(seed);
+  KernelInputs in;
+  in.set("x", shifted_gaussian(probe, probe.params.integer("shape.tokens"), probe.params.integer("shape.channels"), gen));
+  return in;
+}
+
+torch::Tensor bucket_ids(const std::string& axis, const ProbeContract&, at::IntArrayRef shape) {
+  const auto tokens = shape[0], channels = shape[1];
+  const auto opts = torch::TensorOptions().dtype(torch::kInt64);
+  if (axis == "channel") return torch::arange(channels, opts).expand({tokens, channels}).contiguous();
+  return torch::arange(tokens, opts).unsqueeze(1).expand({tokens, channels}).contiguous();
+}
+
+}  // namespace
+
+void register_activation_family(Registry& registry) {
+  Family f;
+  f.name = "activation";
+  f.description = "elementwise activation (GELU, SiLU): x [tokens, channels]";
+  f.bucket_axes = {"channel", "row"};
+  f.probe_params = {
+      {"shape.tokens", ParamType::integer, ParamValue{std::int64_t{512}}, 1.0, std::nullopt, {}, "tokens per replicate"},
+      {"shape.channels", ParamType::integer, ParamValue{std::int64_t{512}}, 1.0, std::nullopt, {}, "channels"},
+  };
+  f.validate_probe = [](const ProbeContract& probe) -> std::optional<FieldError> {
+    if (probe.outlier_count > probe.params.integer("shape.channels")) {
+      return FieldError{"probe.outliers.count", "expected at most probe.shape.channels outlier channels"};
+    }
+    return std::nullopt;
+  };
+  f.make_fixed = [](const ProbeContract&, std::uint64_t) { return KernelInputs{}; };
+  f.make_replicate = make_replicate;
+  f.bucket_ids = bucket_ids;
+  for (auto& v : activation_variants()) f.variants.emplace(v.schema.name, std::move(v));
+  registry.add_family(std::move(f));
+}
+
+}  // namespace kcert::kernels
