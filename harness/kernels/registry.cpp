@@ -100,6 +100,7 @@ void register_builtin_families(Registry& registry) {
   register_layernorm_family(registry);
   register_rope_family(registry);
   register_activation_family(registry);
+  register_linear_family(registry);
 }
 
 }  // namespace kcert::kernels

@@ -1,0 +1,159 @@
+// Linear (GEMM) family: y = x W^T + b, with the epilogue, split-K and backend variants the
+// controls replay (G4, G6, #9, #12, #33).
+//
+// Inputs: x [B, tokens, in_features] per replicate; W [out_features, in_features] and
+// b [out_features] fixed. Output [B, tokens, out_features]. Bucket axes: channel (output
+// feature, the default), row.
+#include "harness/kernels/probe.hpp"
+#include "harness/kernels/registry.hpp"
+
+namespace kcert::kernels {
+
+namespace {
+
+using numerics::Precision;
+
+constexpr const char* kVersion = "kcert-builtin/1";
+
+const std::vector<ParamSpec> kSplitParam = {
+    {"splits", ParamType::integer, ParamValue{std::int64_t{4}}, 1.0, std::nullopt, {}, "K chunks of a split-K GEMM"}};
+
+Variant variant(std::string name, std::string description, KernelFn fn, std::vector<ParamSpec> params = {}) {
+  return Variant{VariantSchema{std::move(name), kVersion, std::move(description), std::move(params)}, std::move(fn)};
+}
+
+// up(x) @ up(W)^T in the accumulation dtype: products of W values are exact there, so the
+// result does not depend on the BLAS backend's bf16 paths (architecture.md).
+torch::Tensor gemm(const torch::Tensor& x, const torch::Tensor& w, const Precision& p) {
+  return torch::matmul(p.up(x), p.up(w).t());
+}
+
+std::vector<torch::Tensor> k_chunks(const torch::Tensor& t, int64_t splits) {
+  return t.chunk(splits, -1);
+}
+
+std::vector<Variant> linear_variants() {
+  std::vector<Variant> v;
+  v.push_back(variant("fp32_fused_bias", "F.linear semantics: fp32 GEMM, bias added in fp32, one rounding",
+                      [](const KernelInputs& in, const Precision& p, const ParamMap&) {
+                        return p.round_w(gemm(in.at("x"), in.at("W"), p) + p.up(in.at("b")));
+                      }));
+  v.push_back(variant("round_then_bias",
+                      "GEMM output rounded to W, then the bias added in W: x @ W.T + b in eager bf16 "
+                      "(G4: pytorch#115144)",
+                      [](const KernelInputs& in, const Precision& p, const ParamMap&) {
+                        return p.round_w(p.up(p.round_w(gemm(in.at("x"), in.at("W"), p))) + p.up(in.at("b")));
+                      }));
+  v.push_back(variant("aten_addmm_w",
+                      "ATen addmm on the W tensors: on the oneDNN path the bias enters the fp32 epilogue "
+                      "before the single rounding (#9)",
+                      [](const KernelInputs& in, const Precision& p, const ParamMap&) {
+                        const auto& x = in.at("x");
+                        const auto dt = p.is_exact() ? torch::kFloat64 : p.working_dtype();
+                        const auto x2 = x.to(dt).reshape({-1, x.size(-1)});
+                        const auto y = at::addmm(in.at("b").to(dt), x2, in.at("W").to(dt).t());
+                        auto shape = x.sizes().vec();
+                        shape.back() = y.size(-1);
+                        return p.round_w(y.reshape(shape));
+                      }));
+  v.push_back(variant("aten_matmul_w",
+                      "ATen matmul on the W tensors with W stored (in, out) row-major, no bias (#12: "
+                      "one rounding on the oneDNN path, bf16 accumulation on the fallback)",
+                      [](const KernelInputs& in, const Precision& p, const ParamMap&) {
+                        const auto dt = p.is_exact() ? torch::kFloat64 : p.working_dtype();
+                        return p.round_w(at::matmul(in.at("x").to(dt), in.at("W").to(dt).t().contiguous()));
+                      }));
+  v.push_back(variant("fp32_no_bias", "fp32 GEMM without bias, one rounding (reference for #12 and #33)",
+                      [](const KernelInputs& in, const Precision& p, const ParamMap&) {
+                        return p.round_w(gemm(in.at("x"), in.at("W"), p));
+                      }));
+  v.push_back(variant("splitk_w_partials",
+                      "split-K GEMM whose partial sums are rounded to W and reduced in W (G6: modular#7165, "
+                      "TE#3440, FlagGems#5876)",
+                      [](const KernelInputs& in, const Precision& p, const ParamMap& prm) {
+                        const auto xs = k_chunks(in.at("x"), prm.integer("splits"));
+                        const auto ws = k_chunks(in.at("W"), prm.integer("splits"));
+                        auto y = p.round_w(gemm(xs[0], ws[0], p));
+                        for (std::size_t c = 1; c < xs.size(); ++c) y = p.round_w(p.up(y) + p.up(p.round_w(gemm(xs[c], ws[c], p))));
+                        return y;
+                      },
+                      kSplitParam));
+  v.push_back(variant("splitk_fp32_partials", "split-K GEMM with fp32 partials summed in fp32, one rounding (#33)",
+                      [](const KernelInputs& in, const Precision& p, const ParamMap& prm) {
+                        const auto xs = k_chunks(in.at("x"), prm.integer("splits"));
+                        const auto ws = k_chunks(in.at("W"), prm.integer("splits"));
+                        auto y = gemm(xs[0], ws[0], p);
+                        for (std::size_t c = 1; c < xs.size(); ++c) y = y + gemm(xs[c], ws[c], p);
+                        return p.round_w(y);
+                      },
+                      kSplitParam));
+  return v;
+}
+
+KernelInputs make_fixed(const ProbeContract& probe, std::uint64_t seed) {
+  const auto k = probe.params.integer("shape.in_features"), n = probe.params.integer("shape.out_features");
+  const auto& kind = probe.params.string("weights.kind");
+  auto gen = make_generator(seed);
+  const auto opts = torch::TensorOptions().dtype(torch::kFloat64);
+  auto w = at::randn({n, k}, gen, opts) / std::sqrt(static_cast<double>(k));
+  auto b = at::randn({n}, gen, opts) * probe.params.number("weights.bias_scale");
+  if (kind == "zero_sum") {
+    w = w - w.mean(-1, true);  // rows sum to zero: outputs cancel the activations' DC shift
+  } else if (kind == "cancelling") {
+    // Rows with a large sum, and a bias that removes the DC it produces (the catalog's G4
+    // contract: 0.1·Σ_k W_jk >> ||W_j||, b_j = -0.1·Σ_k W_jk).
+    w = w + probe.params.number("weights.row_dc") / static_cast<double>(k);
+    const auto dt = numerics::to_dtype(probe.dtype);
+    b = -probe.shift * w.to(dt).to(torch::kFloat64).sum(-1);
+  }
+  KernelInputs fixed;
+  fixed.set("W", w.to(numerics::to_dtype(probe.dtype)));
+  fixed.set("b", b.to(numerics::to_dtype(probe.dtype)));
+  return fixed;
+}
+
+KernelInputs make_replicate(const ProbeContract& probe, const KernelInputs&, std::uint64_t seed) {
+  auto gen = make_generator(seed);
+  KernelInputs in;
+  in.set("x", shifted_gaussian(probe, probe.params.integer("shape.tokens"), probe.params.integer("shape.in_features"), gen));
+  return in;
+}
+
+torch::Tensor bucket_ids(const std::string& axis, const ProbeContract&, at::IntArrayRef shape) {
+  const auto tokens = shape[0], out = shape[1];
+  const auto opts = torch::TensorOptions().dtype(torch::kInt64);
+  if (axis == "channel") return torch::arange(out, opts).expand({tokens, out}).contiguous();
+  return torch::arange(tokens, opts).unsqueeze(1).expand({tokens, out}).contiguous();
+}
+
+}  // namespace
+
+void register_linear_family(Registry& registry) {
+  Family f;
+  f.name = "linear";
+  f.description = "linear layer y = x W^T + b: x [tokens, in_features], W [out_features, in_features], b [out_features]";
+  f.bucket_axes = {"channel", "row"};
+  f.probe_params = {
+      {"shape.tokens", ParamType::integer, ParamValue{std::int64_t{64}}, 1.0, std::nullopt, {}, "tokens per replicate"},
+      {"shape.in_features", ParamType::integer, ParamValue{std::int64_t{1024}}, 1.0, std::nullopt, {}, "K"},
+      {"shape.out_features", ParamType::integer, ParamValue{std::int64_t{256}}, 1.0, std::nullopt, {}, "N"},
+      {"weights.kind", ParamType::string, ParamValue{std::string("normal")}, std::nullopt, std::nullopt,
+       {"normal", "zero_sum", "cancelling"},
+       "normal: W ~ N(0, 1/K); zero_sum: rows sum to 0; cancelling: rows with a large sum and a bias cancelling it"},
+      {"weights.bias_scale", ParamType::number, ParamValue{1.0}, 0.0, std::nullopt, {}, "b ~ N(0, bias_scale²) (normal, zero_sum)"},
+      {"weights.row_dc", ParamType::number, ParamValue{100.0}, 0.0, std::nullopt, {}, "cancelling: each row sums to about row_dc"},
+  };
+  f.validate_probe = [](const ProbeContract& probe) -> std::optional<FieldError> {
+    if (probe.outlier_count > probe.params.integer("shape.in_features")) {
+      return FieldError{"probe.outliers.count", "expected at most probe.shape.in_features outlier channels"};
+    }
+    return std::nullopt;
+  };
+  f.make_fixed = make_fixed;
+  f.make_replicate = make_replicate;
+  f.bucket_ids = bucket_ids;
+  for (auto& v : linear_variants()) f.variants.emplace(v.schema.name, std::move(v));
+  registry.add_family(std::move(f));
+}
+
+}  // namespace kcert::kernels
