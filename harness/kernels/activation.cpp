@@ -66,20 +66,6 @@ std::vector<Variant> activation_variants() {
   return v;
 }
 
-KernelInputs make_replicate(const ProbeContract& probe, const KernelInputs&, std::uint64_t seed) {
-  auto gen = make_generator(seed);
-  KernelInputs in;
-  in.set("x", shifted_gaussian(probe, probe.params.integer("shape.tokens"), probe.params.integer("shape.channels"), gen));
-  return in;
-}
-
-torch::Tensor bucket_ids(const std::string& axis, const ProbeContract&, at::IntArrayRef shape) {
-  const auto tokens = shape[0], channels = shape[1];
-  const auto opts = torch::TensorOptions().dtype(torch::kInt64);
-  if (axis == "channel") return torch::arange(channels, opts).expand({tokens, channels}).contiguous();
-  return torch::arange(tokens, opts).unsqueeze(1).expand({tokens, channels}).contiguous();
-}
-
 }  // namespace
 
 void register_activation_family(Registry& registry) {
@@ -91,15 +77,14 @@ void register_activation_family(Registry& registry) {
       {"shape.tokens", ParamType::integer, ParamValue{std::int64_t{512}}, 1.0, std::nullopt, {}, "tokens per replicate"},
       {"shape.channels", ParamType::integer, ParamValue{std::int64_t{512}}, 1.0, std::nullopt, {}, "channels"},
   };
-  f.validate_probe = [](const ProbeContract& probe) -> std::optional<FieldError> {
-    if (probe.outlier_count > probe.params.integer("shape.channels")) {
-      return FieldError{"probe.outliers.count", "expected at most probe.shape.channels outlier channels"};
-    }
-    return std::nullopt;
-  };
+  f.validate_probe = [](const ProbeContract& probe) { return check_outlier_count(probe, "shape.channels"); };
   f.make_fixed = [](const ProbeContract&, std::uint64_t) { return KernelInputs{}; };
-  f.make_replicate = make_replicate;
-  f.bucket_ids = bucket_ids;
+  f.make_replicate = [](const ProbeContract& probe, const KernelInputs&, std::uint64_t seed) {
+    return token_channel_activations(probe, "shape.tokens", "shape.channels", seed);
+  };
+  f.bucket_ids = [](const std::string& axis, const ProbeContract&, at::IntArrayRef shape) {
+    return token_channel_bucket_ids(axis, shape);
+  };
   for (auto& v : activation_variants()) f.variants.emplace(v.schema.name, std::move(v));
   registry.add_family(std::move(f));
 }

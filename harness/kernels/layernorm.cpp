@@ -75,17 +75,7 @@ KernelInputs make_fixed(const ProbeContract& probe, std::uint64_t seed) {
 }
 
 KernelInputs make_replicate(const ProbeContract& probe, const KernelInputs&, std::uint64_t seed) {
-  auto gen = make_generator(seed);
-  KernelInputs in;
-  in.set("x", shifted_gaussian(probe, probe.params.integer("shape.tokens"), probe.params.integer("shape.hidden"), gen));
-  return in;
-}
-
-torch::Tensor bucket_ids(const std::string& axis, const ProbeContract&, at::IntArrayRef shape) {
-  const auto tokens = shape[0], hidden = shape[1];
-  const auto opts = torch::TensorOptions().dtype(torch::kInt64);
-  if (axis == "channel") return torch::arange(hidden, opts).expand({tokens, hidden}).contiguous();
-  return torch::arange(tokens, opts).unsqueeze(1).expand({tokens, hidden}).contiguous();
+  return token_channel_activations(probe, "shape.tokens", "shape.hidden", seed);
 }
 
 }  // namespace
@@ -101,17 +91,12 @@ void register_layernorm_family(Registry& registry) {
       {"weights.spread", ParamType::number, ParamValue{0.1}, 0.0, std::nullopt, {}, "g = 1 + spread·N(0,1)"},
       {"weights.bias_spread", ParamType::number, ParamValue{0.1}, 0.0, std::nullopt, {}, "b = bias_spread·N(0,1)"},
   };
-  f.validate_probe = [](const ProbeContract& probe) -> std::optional<FieldError> {
-    const auto hidden = probe.params.integer("shape.hidden");
-    if (probe.outlier_count > hidden) {
-      return FieldError{"probe.outliers.count", "expected at most probe.shape.hidden = " + std::to_string(hidden) +
-                                                    " outlier channels, got " + std::to_string(probe.outlier_count)};
-    }
-    return std::nullopt;
-  };
+  f.validate_probe = [](const ProbeContract& probe) { return check_outlier_count(probe, "shape.hidden"); };
   f.make_fixed = make_fixed;
   f.make_replicate = make_replicate;
-  f.bucket_ids = bucket_ids;
+  f.bucket_ids = [](const std::string& axis, const ProbeContract&, at::IntArrayRef shape) {
+    return token_channel_bucket_ids(axis, shape);
+  };
   for (auto& v : layernorm_variants()) f.variants.emplace(v.schema.name, std::move(v));
   registry.add_family(std::move(f));
 }

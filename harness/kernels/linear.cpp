@@ -112,20 +112,6 @@ KernelInputs make_fixed(const ProbeContract& probe, std::uint64_t seed) {
   return fixed;
 }
 
-KernelInputs make_replicate(const ProbeContract& probe, const KernelInputs&, std::uint64_t seed) {
-  auto gen = make_generator(seed);
-  KernelInputs in;
-  in.set("x", shifted_gaussian(probe, probe.params.integer("shape.tokens"), probe.params.integer("shape.in_features"), gen));
-  return in;
-}
-
-torch::Tensor bucket_ids(const std::string& axis, const ProbeContract&, at::IntArrayRef shape) {
-  const auto tokens = shape[0], out = shape[1];
-  const auto opts = torch::TensorOptions().dtype(torch::kInt64);
-  if (axis == "channel") return torch::arange(out, opts).expand({tokens, out}).contiguous();
-  return torch::arange(tokens, opts).unsqueeze(1).expand({tokens, out}).contiguous();
-}
-
 }  // namespace
 
 void register_linear_family(Registry& registry) {
@@ -143,15 +129,14 @@ void register_linear_family(Registry& registry) {
       {"weights.bias_scale", ParamType::number, ParamValue{1.0}, 0.0, std::nullopt, {}, "b ~ N(0, bias_scale²) (normal, zero_sum)"},
       {"weights.row_dc", ParamType::number, ParamValue{100.0}, 0.0, std::nullopt, {}, "cancelling: each row sums to about row_dc"},
   };
-  f.validate_probe = [](const ProbeContract& probe) -> std::optional<FieldError> {
-    if (probe.outlier_count > probe.params.integer("shape.in_features")) {
-      return FieldError{"probe.outliers.count", "expected at most probe.shape.in_features outlier channels"};
-    }
-    return std::nullopt;
-  };
+  f.validate_probe = [](const ProbeContract& probe) { return check_outlier_count(probe, "shape.in_features"); };
   f.make_fixed = make_fixed;
-  f.make_replicate = make_replicate;
-  f.bucket_ids = bucket_ids;
+  f.make_replicate = [](const ProbeContract& probe, const KernelInputs&, std::uint64_t seed) {
+    return token_channel_activations(probe, "shape.tokens", "shape.in_features", seed);
+  };
+  f.bucket_ids = [](const std::string& axis, const ProbeContract&, at::IntArrayRef shape) {
+    return token_channel_bucket_ids(axis, shape);
+  };
   for (auto& v : linear_variants()) f.variants.emplace(v.schema.name, std::move(v));
   registry.add_family(std::move(f));
 }

@@ -33,4 +33,26 @@ torch::Tensor shifted_gaussian(const ProbeContract& probe, std::int64_t rows, st
   return x.to(numerics::to_dtype(probe.dtype));
 }
 
+torch::Tensor token_channel_bucket_ids(const std::string& axis, at::IntArrayRef shape) {
+  const auto tokens = shape[0], channels = shape[1];
+  const auto opts = torch::TensorOptions().dtype(torch::kInt64);
+  if (axis == "channel") return torch::arange(channels, opts).expand({tokens, channels}).contiguous();
+  return torch::arange(tokens, opts).unsqueeze(1).expand({tokens, channels}).contiguous();  // row
+}
+
+KernelInputs token_channel_activations(const ProbeContract& probe, const std::string& tokens_param,
+                                       const std::string& channels_param, std::uint64_t seed) {
+  auto gen = make_generator(seed);
+  KernelInputs in;
+  in.set("x", shifted_gaussian(probe, probe.params.integer(tokens_param), probe.params.integer(channels_param), gen));
+  return in;
+}
+
+std::optional<FieldError> check_outlier_count(const ProbeContract& probe, const std::string& channels_param) {
+  const auto channels = probe.params.integer(channels_param);
+  if (probe.outlier_count <= channels) return std::nullopt;
+  return FieldError{"probe.outliers.count", "expected at most probe." + channels_param + " = " + std::to_string(channels) +
+                                                " outlier channels, got " + std::to_string(probe.outlier_count)};
+}
+
 }  // namespace kcert::kernels

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 
+#include "harness/kernels/registry.hpp"
 #include "harness/kernels/schema.hpp"
 
 namespace kcert::kernels {
@@ -19,6 +20,18 @@ at::Generator make_generator(std::uint64_t seed);
 // rounded to the contract's dtype.
 torch::Tensor shifted_gaussian(const ProbeContract& probe, std::int64_t rows, std::int64_t channels,
                                at::Generator& gen);
+
+// Outputs laid out [tokens, channels]: the "channel" axis buckets by the last index, "row"
+// by the first. Shared by the families whose outputs have that shape.
+torch::Tensor token_channel_bucket_ids(const std::string& axis, at::IntArrayRef output_shape);
+
+// One replicate's activations x [tokens, channels], with the shape read from the named
+// probe parameters.
+KernelInputs token_channel_activations(const ProbeContract& probe, const std::string& tokens_param,
+                                       const std::string& channels_param, std::uint64_t seed);
+
+// An error at probe.outliers.count when it exceeds the named channel count.
+std::optional<FieldError> check_outlier_count(const ProbeContract& probe, const std::string& channels_param);
 
 // Indices of the outlier channels, as shifted_gaussian places them.
 std::vector<std::int64_t> outlier_channels(const ProbeContract& probe, std::int64_t channels);

@@ -120,11 +120,8 @@ std::vector<Variant> rmsnorm_variants() {
 }
 
 std::optional<FieldError> validate(const ProbeContract& probe) {
+  if (auto err = check_outlier_count(probe, "shape.hidden")) return err;
   const auto hidden = probe.params.integer("shape.hidden");
-  if (probe.outlier_count > hidden) {
-    return FieldError{"probe.outliers.count", "expected at most probe.shape.hidden = " + std::to_string(hidden) +
-                                                  " outlier channels, got " + std::to_string(probe.outlier_count)};
-  }
   const auto& large = probe.params.number_list("weights.large");
   if (static_cast<std::int64_t>(large.size()) > hidden) {
     return FieldError{"probe.weights.large", "expected at most probe.shape.hidden = " + std::to_string(hidden) +
@@ -153,17 +150,7 @@ KernelInputs make_fixed(const ProbeContract& probe, std::uint64_t seed) {
 }
 
 KernelInputs make_replicate(const ProbeContract& probe, const KernelInputs&, std::uint64_t seed) {
-  auto gen = make_generator(seed);
-  KernelInputs in;
-  in.set("x", shifted_gaussian(probe, probe.params.integer("shape.tokens"), probe.params.integer("shape.hidden"), gen));
-  return in;
-}
-
-torch::Tensor bucket_ids(const std::string& axis, const ProbeContract&, at::IntArrayRef shape) {
-  const auto tokens = shape[0], hidden = shape[1];
-  const auto opts = torch::TensorOptions().dtype(torch::kInt64);
-  if (axis == "channel") return torch::arange(hidden, opts).expand({tokens, hidden}).contiguous();
-  return torch::arange(tokens, opts).unsqueeze(1).expand({tokens, hidden}).contiguous();  // row
+  return token_channel_activations(probe, "shape.tokens", "shape.hidden", seed);
 }
 
 }  // namespace
@@ -186,7 +173,9 @@ void register_rmsnorm_family(Registry& registry) {
   f.validate_probe = validate;
   f.make_fixed = make_fixed;
   f.make_replicate = make_replicate;
-  f.bucket_ids = bucket_ids;
+  f.bucket_ids = [](const std::string& axis, const ProbeContract&, at::IntArrayRef shape) {
+    return token_channel_bucket_ids(axis, shape);
+  };
   for (auto& v : rmsnorm_variants()) f.variants.emplace(v.schema.name, std::move(v));
   registry.add_family(std::move(f));
 }
