@@ -20,9 +20,15 @@ cmake -S "$ROOT" -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/nu
 cmake --build "$BUILD" --parallel "$(nproc)" --target kcert
 
 if [[ -z ${KCERT_DB:-} ]]; then
-  KCERT_DB="$("$ROOT/scripts/pg-cluster.sh" start "$ROOT/.kcert/postgres")"
+  # Kept under the checkout; as root the server runs as `postgres`, which must be able to
+  # reach it, else a folder under /var/tmp is used (KCERT_PG_DIR chooses another).
+  pgdir=${KCERT_PG_DIR:-$ROOT/.kcert/postgres}
+  if [[ -z ${KCERT_PG_DIR:-} && $(id -u) -eq 0 ]] && ! runuser -u postgres -- test -x "$ROOT"; then
+    pgdir=/var/tmp/kcert-postgres-$(echo -n "$ROOT" | md5sum | cut -c1-12)
+  fi
+  KCERT_DB="$("$ROOT/scripts/pg-cluster.sh" start "$pgdir")"
   export KCERT_DB
-  echo "nightly.sh: using the local PostgreSQL cluster in .kcert/postgres (stop it with scripts/pg-cluster.sh stop .kcert/postgres)"
+  echo "nightly.sh: using the local PostgreSQL cluster in $pgdir (stop it with scripts/pg-cluster.sh stop $pgdir)"
 fi
 "$BUILD/kcert" db migrate
 

@@ -32,6 +32,11 @@ case $command in
     mkdir -p "$dir"
     [[ $(id -u) -eq 0 ]] && chown postgres "$dir"
     chmod 700 "$dir"
+    if ! as_owner test -x "$dir"; then
+      echo "pg-cluster: the $owner user cannot reach $dir (a parent folder is not traversable); choose a folder" \
+           "it can reach, e.g. under /var/tmp" >&2
+      exit 2
+    fi
     if [[ ! -f $dir/data/PG_VERSION ]]; then
       as_owner "$PGBIN/initdb" -D "$dir/data" -U "$owner" --auth=trust -E UTF8 --locale=C.UTF-8 >"$dir/initdb.log" 2>&1 \
         || { cat "$dir/initdb.log" >&2; exit 1; }
