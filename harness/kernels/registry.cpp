@@ -101,6 +101,7 @@ void register_builtin_families(Registry& registry) {
   register_rope_family(registry);
   register_activation_family(registry);
   register_linear_family(registry);
+  register_glu_family(registry);
 }
 
 }  // namespace kcert::kernels

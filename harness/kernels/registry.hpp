@@ -88,5 +88,6 @@ void register_layernorm_family(Registry& registry);
 void register_rope_family(Registry& registry);
 void register_activation_family(Registry& registry);
 void register_linear_family(Registry& registry);
+void register_glu_family(Registry& registry);
 
 }  // namespace kcert::kernels

@@ -1,0 +1,94 @@
+// GLU MLP family (SwiGLU): h = silu(x Wg^T) · (x Wu^T), with the gate/up fusion and
+// activation cast points the controls replay (G3, #32).
+//
+// Inputs: x [B, tokens, hidden] per replicate; Wg, Wu [intermediate, hidden] fixed.
+// Output [B, tokens, intermediate]. Bucket axes: channel (intermediate unit, the default), row.
+#include <cmath>
+
+#include "harness/kernels/probe.hpp"
+#include "harness/kernels/registry.hpp"
+
+namespace kcert::kernels {
+
+namespace {
+
+using numerics::Precision;
+
+constexpr const char* kVersion = "kcert-builtin/1";
+
+Variant variant(std::string name, std::string description, KernelFn fn) {
+  return Variant{VariantSchema{std::move(name), kVersion, std::move(description), {}}, std::move(fn)};
+}
+
+// A projection as a bf16 GEMM on the oneDNN path computes it: fp32 products and sums, one rounding.
+torch::Tensor project(const torch::Tensor& x, const torch::Tensor& w, const Precision& p) {
+  return p.round_w(torch::matmul(p.up(x), p.up(w).t()));
+}
+
+// Llama MLP cast points: silu in fp32, rounded to W, then a W multiply by the up projection.
+torch::Tensor silu_then_mul(const torch::Tensor& g, const torch::Tensor& u, const Precision& p) {
+  const auto a = p.round_w(torch::silu(p.up(g)));
+  return p.round_w(p.up(a) * p.up(u));
+}
+
+std::vector<Variant> glu_variants() {
+  std::vector<Variant> v;
+  v.push_back(variant("llama_separate",
+                      "Llama MLP: separate gate and up projections, silu rounded to W, then a W multiply",
+                      [](const KernelInputs& in, const Precision& p, const ParamMap&) {
+                        return silu_then_mul(project(in.at("x"), in.at("Wg"), p), project(in.at("x"), in.at("Wu"), p), p);
+                      }));
+  v.push_back(variant("fused_gate_up",
+                      "Phi-3 structure: one projection by [Wg; Wu], chunked into gate and up, same activation (#32)",
+                      [](const KernelInputs& in, const Precision& p, const ParamMap&) {
+                        const auto gu = project(in.at("x"), torch::cat({in.at("Wg"), in.at("Wu")}, 0), p);
+                        const auto parts = gu.chunk(2, -1);
+                        return silu_then_mul(parts[0], parts[1], p);
+                      }));
+  v.push_back(variant("fused_act_mul_fp32",
+                      "fused GLU epilogue: silu(g)·u in fp32 and one rounding (G3: mistral.rs#1867, TE#717)",
+                      [](const KernelInputs& in, const Precision& p, const ParamMap&) {
+                        const auto g = project(in.at("x"), in.at("Wg"), p), u = project(in.at("x"), in.at("Wu"), p);
+                        return p.round_w(torch::silu(p.up(g)) * p.up(u));
+                      }));
+  return v;
+}
+
+KernelInputs make_fixed(const ProbeContract& probe, std::uint64_t seed) {
+  const auto h = probe.params.integer("shape.hidden"), i = probe.params.integer("shape.intermediate");
+  auto gen = make_generator(seed);
+  const auto opts = torch::TensorOptions().dtype(torch::kFloat64);
+  const double s = probe.params.number("weights.gain") / std::sqrt(static_cast<double>(h));
+  KernelInputs fixed;
+  fixed.set("Wg", (at::randn({i, h}, gen, opts) * s).to(numerics::to_dtype(probe.dtype)));
+  fixed.set("Wu", (at::randn({i, h}, gen, opts) * s).to(numerics::to_dtype(probe.dtype)));
+  return fixed;
+}
+
+}  // namespace
+
+void register_glu_family(Registry& registry) {
+  Family f;
+  f.name = "glu";
+  f.description = "SwiGLU MLP up-projection: x [tokens, hidden], Wg and Wu [intermediate, hidden]";
+  f.bucket_axes = {"channel", "row"};
+  f.probe_params = {
+      {"shape.tokens", ParamType::integer, ParamValue{std::int64_t{32}}, 1.0, std::nullopt, {}, "tokens per replicate"},
+      {"shape.hidden", ParamType::integer, ParamValue{std::int64_t{1024}}, 1.0, std::nullopt, {}, "hidden size"},
+      {"shape.intermediate", ParamType::integer, ParamValue{std::int64_t{2048}}, 1.0, std::nullopt, {}, "intermediate size"},
+      {"weights.gain", ParamType::number, ParamValue{1.0}, 0.0, std::nullopt, {},
+       "projection weights ~ N(0, gain²/hidden): pre-activations of order gain"},
+  };
+  f.validate_probe = [](const ProbeContract& probe) { return check_outlier_count(probe, "shape.hidden"); };
+  f.make_fixed = make_fixed;
+  f.make_replicate = [](const ProbeContract& probe, const KernelInputs&, std::uint64_t seed) {
+    return token_channel_activations(probe, "shape.tokens", "shape.hidden", seed);
+  };
+  f.bucket_ids = [](const std::string& axis, const ProbeContract&, at::IntArrayRef shape) {
+    return token_channel_bucket_ids(axis, shape);
+  };
+  for (auto& v : glu_variants()) f.variants.emplace(v.schema.name, std::move(v));
+  registry.add_family(std::move(f));
+}
+
+}  // namespace kcert::kernels
