@@ -102,6 +102,7 @@ void register_builtin_families(Registry& registry) {
   register_activation_family(registry);
   register_linear_family(registry);
   register_glu_family(registry);
+  register_residual_rmsnorm_family(registry);
 }
 
 }  // namespace kcert::kernels

@@ -89,5 +89,6 @@ void register_rope_family(Registry& registry);
 void register_activation_family(Registry& registry);
 void register_linear_family(Registry& registry);
 void register_glu_family(Registry& registry);
+void register_residual_rmsnorm_family(Registry& registry);
 
 }  // namespace kcert::kernels

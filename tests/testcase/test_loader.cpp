@@ -122,7 +122,7 @@ TEST_CASE("a typo inside a profile fails even when another profile is requested"
 
 TEST_CASE("unknown families and variants list what is available", "[loader]") {
   CHECK_THROWS_WITH(parse(edit("family: rmsnorm", "family: rmsnrom")),
-                    Catch::Contains("family: no family 'rmsnrom' is registered (available: activation, glu, layernorm, linear, rmsnorm, rope)"));
+                    Catch::Contains("family: no family 'rmsnrom' is registered (available: activation, glu, layernorm, linear, residual_rmsnorm, rmsnorm, rope)"));
   CHECK_THROWS_WITH(parse(edit("variant: gemma}", "variant: gemma_fast}")),
                     Catch::Contains("reference.variant: family 'rmsnorm' has no variant 'gemma_fast' (available: "));
   CHECK_THROWS_WITH(parse(edit("variant: gemma}", "variant: gemma, params: {epsilon: 1}}")),

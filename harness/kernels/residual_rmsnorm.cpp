@@ -1,0 +1,112 @@
+// Residual-add RMSNorm family: h = x + r (the new residual stream) and y = RMSNorm(h)·w,
+// as fused kernels write both (controls N7, #19).
+//
+// Inputs: x, r [B, tokens, hidden] per replicate (r scaled by residual.scale, late-layer
+// magnitudes); w [hidden] fixed. Output [B, tokens, 2·hidden]: h in the first half, y in the
+// second, so both stores are judged. Bucket axes: channel (2·hidden buckets: residual
+// channels then normalized channels; the default), row.
+#include "harness/kernels/probe.hpp"
+#include "harness/kernels/registry.hpp"
+
+namespace kcert::kernels {
+
+namespace {
+
+using numerics::Precision;
+
+constexpr const char* kVersion = "kcert-builtin/1";
+
+const std::vector<ParamSpec> kEpsParam = {
+    {"eps", ParamType::number, ParamValue{1e-6}, 0.0, std::nullopt, {}, "added to the mean square"}};
+
+Variant variant(std::string name, std::string description, KernelFn fn) {
+  return Variant{VariantSchema{std::move(name), kVersion, std::move(description), kEpsParam}, std::move(fn)};
+}
+
+torch::Tensor inverse_rms(const torch::Tensor& u, double eps) { return torch::rsqrt(u.pow(2).mean(-1, true) + eps); }
+
+// HF order: h = rb(x + r), then LlamaRMSNorm(h) with its cast points.
+torch::Tensor hf_unfused(const KernelInputs& in, const Precision& p, const ParamMap& prm) {
+  const auto h = p.round_w(p.up(in.at("x")) + p.up(in.at("r")));
+  const auto u = p.up(h);
+  const auto y = p.round_w(p.up(in.at("w")) * p.up(p.round_w(u * inverse_rms(u, prm.number("eps")))));
+  return torch::cat({h, y}, -1);
+}
+
+std::vector<Variant> residual_variants() {
+  std::vector<Variant> v;
+  v.push_back(variant("hf_unfused", "HF: h = rb(x + r), then LlamaRMSNorm(h) (two roundings before the weight)",
+                      hf_unfused));
+  v.push_back(variant("vllm_fused_add",
+                      "vLLM fused_add_rms_norm structure: one pass writes h in W, squares the stored W value in "
+                      "fp32, keeps the (W)(x·r)·w cast points (#19)",
+                      [](const KernelInputs& in, const Precision& p, const ParamMap& prm) {
+                        // One kernel, same arithmetic: the residual add in W, then the reduction over the stored h.
+                        const auto h = p.round_w(p.up(in.at("x")) + p.up(in.at("r")));
+                        const auto hf = p.up(h);
+                        const auto ss = (hf * hf).sum(-1, true) / static_cast<double>(hf.size(-1));
+                        const auto normed = p.round_w(hf * torch::rsqrt(ss + prm.number("eps")));
+                        return torch::cat({h, p.round_w(p.up(normed) * p.up(in.at("w")))}, -1);
+                      }));
+  v.push_back(variant("fused_fp32_rne",
+                      "fp32 residual sum s, stored to W by round-to-nearest; RMSNorm from the fp32 s, one rounding",
+                      [](const KernelInputs& in, const Precision& p, const ParamMap& prm) {
+                        const auto s = p.up(in.at("x")) + p.up(in.at("r"));
+                        return torch::cat({p.round_w(s), p.round_w(s * inverse_rms(s, prm.number("eps")) * p.up(in.at("w")))}, -1);
+                      }));
+  v.push_back(variant("fused_fp32_truncating",
+                      "as fused_fp32_rne, but both stores truncate toward zero (N7: ROCm/aiter#5151, IRON#139, "
+                      "tt-metal#57408)",
+                      [](const KernelInputs& in, const Precision& p, const ParamMap& prm) {
+                        const auto s = p.up(in.at("x")) + p.up(in.at("r"));
+                        return torch::cat({p.trunc_w(s), p.trunc_w(s * inverse_rms(s, prm.number("eps")) * p.up(in.at("w")))}, -1);
+                      }));
+  return v;
+}
+
+KernelInputs make_fixed(const ProbeContract& probe, std::uint64_t seed) {
+  auto gen = make_generator(seed);
+  const auto hidden = probe.params.integer("shape.hidden");
+  KernelInputs fixed;
+  fixed.set("w", (1.0 + probe.params.number("weights.spread") * at::randn({hidden}, gen, torch::kFloat64))
+                     .to(numerics::to_dtype(probe.dtype)));
+  return fixed;
+}
+
+KernelInputs make_replicate(const ProbeContract& probe, const KernelInputs&, std::uint64_t seed) {
+  auto gen = make_generator(seed);
+  const auto tokens = probe.params.integer("shape.tokens"), hidden = probe.params.integer("shape.hidden");
+  KernelInputs in;
+  in.set("x", shifted_gaussian(probe, tokens, hidden, gen));
+  ProbeContract residual = probe;
+  residual.scale *= probe.params.number("residual.scale");
+  residual.shift *= probe.params.number("residual.scale");
+  in.set("r", shifted_gaussian(residual, tokens, hidden, gen));
+  return in;
+}
+
+}  // namespace
+
+void register_residual_rmsnorm_family(Registry& registry) {
+  Family f;
+  f.name = "residual_rmsnorm";
+  f.description = "residual add + RMSNorm: x, r [tokens, hidden], w [hidden]; output [h | y] [tokens, 2·hidden]";
+  f.bucket_axes = {"channel", "row"};
+  f.probe_params = {
+      {"shape.tokens", ParamType::integer, ParamValue{std::int64_t{256}}, 1.0, std::nullopt, {}, "tokens per replicate"},
+      {"shape.hidden", ParamType::integer, ParamValue{std::int64_t{1024}}, 2.0, std::nullopt, {}, "hidden size"},
+      {"weights.spread", ParamType::number, ParamValue{0.1}, 0.0, std::nullopt, {}, "w = 1 + spread·N(0,1)"},
+      {"residual.scale", ParamType::number, ParamValue{1.0}, 0.0, std::nullopt, {},
+       "the residual stream r is drawn with shift and scale multiplied by this (late layers: 4)"},
+  };
+  f.validate_probe = [](const ProbeContract& probe) { return check_outlier_count(probe, "shape.hidden"); };
+  f.make_fixed = make_fixed;
+  f.make_replicate = make_replicate;
+  f.bucket_ids = [](const std::string& axis, const ProbeContract&, at::IntArrayRef shape) {
+    return token_channel_bucket_ids(axis, shape);
+  };
+  for (auto& v : residual_variants()) f.variants.emplace(v.schema.name, std::move(v));
+  registry.add_family(std::move(f));
+}
+
+}  // namespace kcert::kernels
