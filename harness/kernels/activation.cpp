@@ -14,10 +14,8 @@ namespace {
 
 using numerics::Precision;
 
-constexpr const char* kVersion = "kcert-builtin/1";
-
 Variant variant(std::string name, std::string description, KernelFn fn) {
-  return Variant{VariantSchema{std::move(name), kVersion, std::move(description), {}}, std::move(fn)};
+  return builtin_variant(std::move(name), std::move(description), {}, std::move(fn));
 }
 
 torch::Tensor gelu_tanh_formula(const torch::Tensor& u) {

@@ -14,10 +14,8 @@ namespace {
 
 using numerics::Precision;
 
-constexpr const char* kVersion = "kcert-builtin/1";
-
 Variant variant(std::string name, std::string description, KernelFn fn) {
-  return Variant{VariantSchema{std::move(name), kVersion, std::move(description), {}}, std::move(fn)};
+  return builtin_variant(std::move(name), std::move(description), {}, std::move(fn));
 }
 
 // A projection as a bf16 GEMM on the oneDNN path computes it: fp32 products and sums, one rounding.

@@ -12,13 +12,11 @@ namespace {
 
 using numerics::Precision;
 
-constexpr const char* kVersion = "kcert-builtin/1";
-
 const std::vector<ParamSpec> kEpsParam = {
     {"eps", ParamType::number, ParamValue{1e-5}, 0.0, std::nullopt, {}, "added to the variance; pass it on both sides"}};
 
 Variant variant(std::string name, std::string description, KernelFn fn) {
-  return Variant{VariantSchema{std::move(name), kVersion, std::move(description), kEpsParam}, std::move(fn)};
+  return builtin_variant(std::move(name), std::move(description), kEpsParam, std::move(fn));
 }
 
 torch::Tensor affine(const torch::Tensor& normalized, const KernelInputs& in, const Precision& p) {

@@ -13,13 +13,11 @@ namespace {
 
 using numerics::Precision;
 
-constexpr const char* kVersion = "kcert-builtin/1";
-
 const std::vector<ParamSpec> kSplitParam = {
     {"splits", ParamType::integer, ParamValue{std::int64_t{4}}, 1.0, std::nullopt, {}, "K chunks of a split-K GEMM"}};
 
 Variant variant(std::string name, std::string description, KernelFn fn, std::vector<ParamSpec> params = {}) {
-  return Variant{VariantSchema{std::move(name), kVersion, std::move(description), std::move(params)}, std::move(fn)};
+  return builtin_variant(std::move(name), std::move(description), std::move(params), std::move(fn));
 }
 
 // up(x) @ up(W)^T in the accumulation dtype: products of W values are exact there, so the

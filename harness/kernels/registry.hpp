@@ -39,6 +39,13 @@ struct Variant {
   KernelFn fn;
 };
 
+// The kernel version every variant shipped with kcert records.
+inline constexpr const char* kBuiltinVersion = "kcert-builtin/1";
+
+inline Variant builtin_variant(std::string name, std::string description, std::vector<ParamSpec> params, KernelFn fn) {
+  return Variant{VariantSchema{std::move(name), kBuiltinVersion, std::move(description), std::move(params)}, std::move(fn)};
+}
+
 struct Family {
   std::string name;
   std::string description;

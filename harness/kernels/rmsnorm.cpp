@@ -14,8 +14,6 @@ namespace {
 
 using numerics::Precision;
 
-constexpr const char* kVersion = "kcert-builtin/1";
-
 const std::vector<ParamSpec> kEpsParam = {
     {"eps", ParamType::number, ParamValue{1e-6}, 0.0, std::nullopt, {},
      "added to the mean square before the square root; pass it explicitly on both sides"}};
@@ -26,7 +24,7 @@ torch::Tensor inverse_rms(const torch::Tensor& u, double eps) {
 }
 
 Variant variant(std::string name, std::string description, KernelFn fn) {
-  return Variant{VariantSchema{std::move(name), kVersion, std::move(description), kEpsParam}, std::move(fn)};
+  return builtin_variant(std::move(name), std::move(description), kEpsParam, std::move(fn));
 }
 
 std::vector<Variant> rmsnorm_variants() {

@@ -18,13 +18,11 @@ namespace {
 
 using numerics::Precision;
 
-constexpr const char* kVersion = "kcert-builtin/1";
-
 const std::vector<ParamSpec> kBaseParam = {
     {"base", ParamType::number, ParamValue{1e4}, 1.0, std::nullopt, {}, "RoPE base theta (1e4 Llama-2, 5e5 Llama-3)"}};
 
 Variant variant(std::string name, std::string description, KernelFn fn) {
-  return Variant{VariantSchema{std::move(name), kVersion, std::move(description), kBaseParam}, std::move(fn)};
+  return builtin_variant(std::move(name), std::move(description), kBaseParam, std::move(fn));
 }
 
 // inv_freq_i = 1 / base^(2i/D), in the accumulation dtype.

@@ -20,7 +20,7 @@ constexpr double kNegInf = -std::numeric_limits<double>::infinity();
 // θ itself would round 1 + θ·max y to zero long before the likelihood stops changing.
 class Profile {
  public:
-  explicit Profile(std::span<const double> y) : y_(y), n_(static_cast<double>(y.size())) {
+  explicit Profile(std::span<const double> y) : n_(static_cast<double>(y.size())) {
     ymax_ = *std::max_element(y.begin(), y.end());
     double sum = 0.0;
     for (double v : y) sum += v;
@@ -74,7 +74,6 @@ class Profile {
     return s;
   }
 
-  std::span<const double> y_;
   double n_;
   double ymax_ = 0.0;
   double ybar_ = 0.0;
