@@ -52,6 +52,7 @@ struct CaseResult {
   Baselines baselines;
   std::string torch_version;
   std::vector<std::int64_t> output_shape;  // one replicate's output
+  stats::FloatFormat output_format = stats::FloatFormat::bf16;  // ULPs and ε are taken in it
   Runtime runtime;
   // Against the YAML's expectation: empty when it matched (or there was none).
   std::vector<std::string> unexpected;

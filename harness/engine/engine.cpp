@@ -184,6 +184,9 @@ CaseResult run_case(const testcase::TestCase& tc_in, const kernels::Registry& re
   const auto& prod = registry.variant(tc.family, tc.production.variant);
   const auto device = resolve_device(options.device);
   const auto working = Precision::working(tc.probe.dtype);
+  const auto out_format = family.output_format ? family.output_format(tc.probe) : tc.probe.dtype;
+  const auto out_dtype = numerics::to_dtype(out_format);
+  result.output_format = out_format;
   const auto exact = Precision::exact();
   result.torch_version = numerics::torch_version();
   result.runtime.device = options.device;
@@ -235,8 +238,8 @@ CaseResult run_case(const testcase::TestCase& tc_in, const kernels::Registry& re
         oracle = ref.fn(in_64, exact, tc.reference.params);
       }
       kernel_seconds += seconds_since(tk);
-      check_output(ref_w, "reference variant '" + tc.reference.variant + "'", b, working.working_dtype());
-      check_output(prod_w, "production variant '" + tc.production.variant + "'", b, working.working_dtype());
+      check_output(ref_w, "reference variant '" + tc.reference.variant + "'", b, out_dtype);
+      check_output(prod_w, "production variant '" + tc.production.variant + "'", b, out_dtype);
       check_output(oracle, "reference variant '" + tc.reference.variant + "' under the fp64 policy", b, torch::kFloat64);
       if (prod_w.sizes() != ref_w.sizes() || oracle.sizes() != ref_w.sizes()) {
         throw std::invalid_argument("reference and production outputs differ in shape: " + c10::str(ref_w.sizes()) +
@@ -267,7 +270,7 @@ CaseResult run_case(const testcase::TestCase& tc_in, const kernels::Registry& re
         algebra_compare(oracle.narrow(0, 0, k), prod64, static_cast<std::int64_t>(done), *layout, out_shape, algebra);
       }
 
-      auto obs = observe(ref_w, prod_w, oracle, *layout, static_cast<std::int64_t>(done), out_shape, tc.probe.dtype);
+      auto obs = observe(ref_w, prod_w, oracle, *layout, static_cast<std::int64_t>(done), out_shape, out_format);
       if (obs.nonfinite) {
         result.nonfinite = obs.nonfinite;
         done += static_cast<std::uint64_t>(b);
@@ -276,9 +279,9 @@ CaseResult run_case(const testcase::TestCase& tc_in, const kernels::Registry& re
       for (const auto& o : obs.replicates) {
         if (done < R) {
           bias->add(o.delta, o.magnitude, o.abs_oracle);  // the bias gate's R is pre-declared
-          baselines.observe(o, done, tc.probe.dtype);
+          baselines.observe(o, done, out_format);
         }
-        khat.push_back(k_hat(o, tc.probe.dtype));
+        khat.push_back(k_hat(o, out_format));
         ++done;
       }
       result.runtime.observe_seconds += seconds_since(to);
@@ -333,7 +336,7 @@ CaseResult run_case(const testcase::TestCase& tc_in, const kernels::Registry& re
     result.variance = variance;
     result.verdict = Verdict::fail;
   } else {
-    result.bias = bias->decide(tc.gates.bias, tc.gates.bias_deciding, tc.probe.dtype, tc.bucket_axis);
+    result.bias = bias->decide(tc.gates.bias, tc.gates.bias_deciding, out_format, tc.bucket_axis);
     variance.verdict = variance.tail.verdict;
     variance.reason = variance.tail.reason + (variance.unstable ? " (unstable: R_max reached)" : "");
     result.variance = variance;

@@ -1,5 +1,6 @@
 // Activation family: elementwise GELU / SiLU, with the real LibTorch kernels and the
-// formula rewrites the controls replay (G1, #10, #11, #34, #35).
+// formula rewrites the controls replay (G1, #10, #11, #34, #35), and the embedding
+// normalizer's scale constant (G2), an elementwise multiply by a constant.
 //
 // Inputs: x [B, tokens, channels] per replicate (pre-activations; the catalog's probes use
 // scale 3). Output like x. Bucket axes: channel (default), row.
@@ -14,9 +15,13 @@ namespace {
 
 using numerics::Precision;
 
-Variant variant(std::string name, std::string description, KernelFn fn) {
-  return builtin_variant(std::move(name), std::move(description), {}, std::move(fn));
+Variant variant(std::string name, std::string description, KernelFn fn, std::vector<ParamSpec> params = {}) {
+  return builtin_variant(std::move(name), std::move(description), std::move(params), std::move(fn));
 }
+
+const std::vector<ParamSpec> kHiddenParam = {
+    {"hidden", ParamType::integer, ParamValue{std::int64_t{3072}}, 1.0, std::nullopt, {},
+     "model width H; the embedding normalizer is sqrt(H) (3072: 55.4256, 55.5 in bf16)"}};
 
 torch::Tensor gelu_tanh_formula(const torch::Tensor& u) {
   const double k = std::sqrt(2.0 / M_PI);
@@ -61,6 +66,23 @@ std::vector<Variant> activation_variants() {
                       [](const KernelInputs& in, const Precision& p, const ParamMap&) {
                         return p.round_w(at::silu(p.is_exact() ? in.at("x") : in.at("x").to(p.working_dtype())));
                       }));
+  v.push_back(variant("embed_scale_w_constant",
+                      "embedding times the normalizer sqrt(H) built in W (`tensor(H**0.5, dtype=W)`, 55.5 for "
+                      "H = 3072) and multiplied in W: Gemma's trained behaviour (G2 reference, gemma_pytorch#67)",
+                      [](const KernelInputs& in, const Precision& p, const ParamMap& prm) {
+                        const double normalizer = std::sqrt(static_cast<double>(prm.integer("hidden")));
+                        return p.round_w(p.up(in.at("x")) * p.constant_w(normalizer));
+                      },
+                      kHiddenParam));
+  v.push_back(variant("embed_scale_fp32_constant",
+                      "embedding times the exact fp32 sqrt(H), one rounding (G2 defect: transformers#29402, "
+                      "litgpt#1031)",
+                      [](const KernelInputs& in, const Precision& p, const ParamMap& prm) {
+                        const double normalizer = std::sqrt(static_cast<double>(prm.integer("hidden")));
+                        const double c = p.is_exact() ? normalizer : static_cast<double>(static_cast<float>(normalizer));
+                        return p.round_w(p.up(in.at("x")) * c);
+                      },
+                      kHiddenParam));
   return v;
 }
 

@@ -103,6 +103,9 @@ void register_builtin_families(Registry& registry) {
   register_linear_family(registry);
   register_glu_family(registry);
   register_residual_rmsnorm_family(registry);
+  register_qkv_rope_family(registry);
+  register_loss_family(registry);
+  register_router_family(registry);
 }
 
 }  // namespace kcert::kernels

@@ -60,6 +60,10 @@ struct Family {
   // int64 tensor of that shape with values in [0, bucket count).
   std::function<torch::Tensor(const std::string& axis, const ProbeContract&, at::IntArrayRef output_shape)> bucket_ids;
   std::map<std::string, Variant> variants;
+  // The format of the outputs when it is not the probe's dtype (e.g. a loss whose contract
+  // is fp32 per-token values computed from bf16 logits). ULPs, ε and the assert_close
+  // tolerances are taken in this format; unset: the probe's dtype.
+  std::function<stats::FloatFormat(const ProbeContract&)> output_format;
 
   FamilySchema schema() const;
 };
@@ -97,5 +101,8 @@ void register_activation_family(Registry& registry);
 void register_linear_family(Registry& registry);
 void register_glu_family(Registry& registry);
 void register_residual_rmsnorm_family(Registry& registry);
+void register_qkv_rope_family(Registry& registry);
+void register_loss_family(Registry& registry);
+void register_router_family(Registry& registry);
 
 }  // namespace kcert::kernels

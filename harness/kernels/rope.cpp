@@ -1,6 +1,7 @@
 // RoPE family: rotary position embedding of one projection (q or k), NeoX/HF half-split
 // layout: dims (i, i + D/2) form frequency pair i, rotated by angle pos · inv_freq_i with
-// inv_freq_i = base^(-2i/D). Controls R1-R4, #20, #21.
+// inv_freq_i = base^(-2i/D). Controls R1-R4, #20-#22; the qkv_rope family (projection then
+// rotation, #23) is at the end of this file and shares the helpers.
 //
 // Inputs: x [B, tokens, heads, head_dim] per replicate; pos [tokens] fixed (exact integers,
 // pos_t = positions.start + positions.stride · t, so long contexts are probed without
@@ -131,6 +132,33 @@ std::vector<Variant> rope_variants() {
         return p.round_w(rotate_half_split(p.up(x), torch::cos(table).index_select(0, rows),
                                            torch::sin(table).index_select(0, rows)));
       }));
+  v.push_back(variant(
+      "gptj_kernel_fp32_cache",
+      "vLLM's rotary kernel structure (pos_encoding_kernels.cu, IS_NEOX=false): data permuted to "
+      "interleaved pairs, fp32 cos/sin read from a (max_position, head_dim) cache built with einsum, "
+      "x' = x·c - y·s, y' = y·c + x·s in fp32, one rounding, permuted back (#22)",
+      [](const KernelInputs& in, const Precision& p, const ParamMap& prm) {
+        const auto u = p.up(in.at("x"));
+        const auto half = u.size(-1) / 2;
+        const auto pos = p.up(in.at("pos"));
+        const auto max_pos = static_cast<int64_t>(pos.max().item<double>()) + 1;
+        const auto inv = inverse_frequencies(p, u.size(-1), prm.number("base"), u);
+        const auto freqs = torch::einsum("i,j->ij", {torch::arange(max_pos, pos.options()), inv});
+        const auto cache = torch::cat({torch::cos(freqs), torch::sin(freqs)}, -1);  // [max_pos, D]
+        const auto rows = cache.index_select(0, pos.to(torch::kLong));
+        const auto c = rows.narrow(-1, 0, half).unsqueeze(1), s = rows.narrow(-1, half, half).unsqueeze(1);
+        // Interleave (u_i, u_{i+D/2}) into positions (2i, 2i+1), as the GPT-J layout stores them.
+        const auto il = torch::stack({u.narrow(-1, 0, half), u.narrow(-1, half, half)}, -1).flatten(-2);
+        using torch::indexing::Slice;
+        const auto x = il.index({"...", Slice(0, torch::indexing::None, 2)});
+        const auto y = il.index({"...", Slice(1, torch::indexing::None, 2)});
+        const auto out_il = torch::stack({x * c - y * s, y * c + x * s}, -1).flatten(-2);
+        // Back to half-split: even lanes are the first half, odd lanes the second.
+        const auto out = torch::cat({out_il.index({"...", Slice(0, torch::indexing::None, 2)}),
+                                     out_il.index({"...", Slice(1, torch::indexing::None, 2)})},
+                                    -1);
+        return p.round_w(out);
+      }));
   return v;
 }
 
@@ -195,6 +223,126 @@ void register_rope_family(Registry& registry) {
   f.make_replicate = make_replicate;
   f.bucket_ids = bucket_ids;
   for (auto& v : rope_variants()) f.variants.emplace(v.schema.name, std::move(v));
+  registry.add_family(std::move(f));
+}
+
+// ---------------------------------------------------------------------------------------
+// qkv_rope family: the attention input projection followed by RoPE on q and k (#23).
+//
+// Inputs: x [B, tokens, hidden] per replicate; W_qkv [(heads + 2·kv_heads)·head_dim, hidden]
+// (rows: q heads, then k heads, then v heads) and pos [tokens] fixed. Output
+// [B, tokens, heads + 2·kv_heads, head_dim]: rotated q, rotated k, v. Bucket axes as rope's.
+
+namespace {
+
+struct QkvShape {
+  int64_t q, kv, dim;
+};
+
+QkvShape qkv_shape(const KernelInputs& in) {
+  const auto& w = in.at("W_qkv");
+  const auto q_rows = in.at("q_rows").item<int64_t>(), dim = in.at("head_dim").item<int64_t>();
+  return {q_rows / dim, (w.size(0) - q_rows) / (2 * dim), dim};
+}
+
+torch::Tensor qkv_tables(const KernelInputs& in, const Precision& p, int64_t dim, double base, bool cos) {
+  const auto pos = p.up(in.at("pos"));
+  const auto th = angles(pos, inverse_frequencies(p, dim, base, pos));
+  return cos ? torch::cos(th) : torch::sin(th);
+}
+
+std::vector<Variant> qkv_rope_variants() {
+  std::vector<Variant> v;
+  v.push_back(variant(
+      "separate_projections",
+      "three fp32 GEMMs (q, k, v), each rounded to W into its own contiguous tensor, then q and k rotated "
+      "with HF's rotate_half in fp32, one rounding (the reference of #23)",
+      [](const KernelInputs& in, const Precision& p, const ParamMap& prm) {
+        const auto& x = in.at("x");
+        const auto sh = qkv_shape(in);
+        const auto w = p.up(in.at("W_qkv"));
+        const auto proj = [&](int64_t first_row, int64_t heads) {
+          const auto y = p.round_w(torch::matmul(p.up(x), w.narrow(0, first_row, heads * sh.dim).t()));
+          return y.view({x.size(0), x.size(1), heads, sh.dim});
+        };
+        const auto q = proj(0, sh.q), k = proj(sh.q * sh.dim, sh.kv), val = proj((sh.q + sh.kv) * sh.dim, sh.kv);
+        const auto c = qkv_tables(in, p, sh.dim, prm.number("base"), true);
+        const auto s = qkv_tables(in, p, sh.dim, prm.number("base"), false);
+        return torch::cat({p.round_w(rotate_half_split(p.up(q), c, s)), p.round_w(rotate_half_split(p.up(k), c, s)), val},
+                          2);
+      }));
+  v.push_back(variant(
+      "fused_qkv_strided_inplace",
+      "one fused qkv = x @ W_qkv^T by ATen's W GEMM, then q and k rotated in place on strided views of qkv "
+      "(vLLM's query/key stride handling), one rounding each (#23)",
+      [](const KernelInputs& in, const Precision& p, const ParamMap& prm) {
+        const auto& x = in.at("x");
+        const auto sh = qkv_shape(in);
+        const auto dt = p.is_exact() ? torch::kFloat64 : p.working_dtype();
+        auto qkv = at::matmul(x.to(dt), in.at("W_qkv").to(dt).t());  // [B, T, (q + 2kv)·D], W
+        const auto c = qkv_tables(in, p, sh.dim, prm.number("base"), true);
+        const auto s = qkv_tables(in, p, sh.dim, prm.number("base"), false);
+        const auto rotate_in_place = [&](int64_t first_col, int64_t heads) {
+          // A strided view into qkv (row stride (q + 2kv)·D), written through.
+          auto view = qkv.narrow(-1, first_col, heads * sh.dim).view({x.size(0), x.size(1), heads, sh.dim});
+          view.copy_(p.round_w(rotate_half_split(p.up(view), c, s)));
+        };
+        rotate_in_place(0, sh.q);
+        rotate_in_place(sh.q * sh.dim, sh.kv);
+        return p.round_w(qkv.view({x.size(0), x.size(1), sh.q + 2 * sh.kv, sh.dim}));
+      }));
+  return v;
+}
+
+}  // namespace
+
+void register_qkv_rope_family(Registry& registry) {
+  Family f;
+  f.name = "qkv_rope";
+  f.description =
+      "attention input projection then RoPE on q and k: x [tokens, hidden], W_qkv [(heads + 2 kv_heads)·head_dim, hidden]";
+  f.bucket_axes = {"position_frequency", "position", "head"};
+  f.probe_params = {
+      {"shape.tokens", ParamType::integer, ParamValue{std::int64_t{128}}, 1.0, std::nullopt, {}, "positions per replicate"},
+      {"shape.hidden", ParamType::integer, ParamValue{std::int64_t{1024}}, 1.0, std::nullopt, {}, "model width"},
+      {"shape.heads", ParamType::integer, ParamValue{std::int64_t{8}}, 1.0, std::nullopt, {}, "query heads"},
+      {"shape.kv_heads", ParamType::integer, ParamValue{std::int64_t{2}}, 1.0, std::nullopt, {}, "key/value heads (GQA)"},
+      {"shape.head_dim", ParamType::integer, ParamValue{std::int64_t{64}}, 2.0, std::nullopt, {}, "head dimension (even)"},
+      {"positions.start", ParamType::integer, ParamValue{std::int64_t{1}}, 0.0, std::nullopt, {}, "first position"},
+      {"positions.stride", ParamType::integer, ParamValue{std::int64_t{1}}, 1.0, std::nullopt, {},
+       "distance between consecutive positions"},
+  };
+  f.validate_probe = [](const ProbeContract& probe) -> std::optional<FieldError> {
+    const auto dim = probe.params.integer("shape.head_dim");
+    if (dim % 2 != 0) return FieldError{"probe.shape.head_dim", "expected an even head dimension, got " + std::to_string(dim)};
+    if (probe.params.integer("shape.heads") % probe.params.integer("shape.kv_heads") != 0) {
+      return FieldError{"probe.shape.kv_heads", "expected a divisor of probe.shape.heads"};
+    }
+    const auto last = probe.params.integer("positions.start") +
+                      probe.params.integer("positions.stride") * (probe.params.integer("shape.tokens") - 1);
+    if (last >= (std::int64_t{1} << 24)) {
+      return FieldError{"probe.positions.stride", "positions reach " + std::to_string(last) + ", beyond 2^24 (not exact in fp32)"};
+    }
+    return check_outlier_count(probe, "shape.hidden");
+  };
+  f.make_fixed = [](const ProbeContract& probe, std::uint64_t seed) {
+    auto fixed = make_fixed(probe, seed);  // positions, as rope's
+    const auto hidden = probe.params.integer("shape.hidden"), dim = probe.params.integer("shape.head_dim");
+    const auto rows = (probe.params.integer("shape.heads") + 2 * probe.params.integer("shape.kv_heads")) * dim;
+    auto gen = make_generator(seed);
+    const auto w = at::randn({rows, hidden}, gen, torch::TensorOptions().dtype(torch::kFloat32)) /
+                   std::sqrt(static_cast<double>(hidden));
+    fixed.set("W_qkv", w.to(numerics::to_dtype(probe.dtype)));
+    // Shape facts the kernels need, as integer tensors (left alone by the dtype conversions).
+    fixed.set("q_rows", torch::tensor(probe.params.integer("shape.heads") * dim, torch::kInt64));
+    fixed.set("head_dim", torch::tensor(dim, torch::kInt64));
+    return fixed;
+  };
+  f.make_replicate = [](const ProbeContract& probe, const KernelInputs&, std::uint64_t seed) {
+    return token_channel_activations(probe, "shape.tokens", "shape.hidden", seed);
+  };
+  f.bucket_ids = bucket_ids;
+  for (auto& v : qkv_rope_variants()) f.variants.emplace(v.schema.name, std::move(v));
   registry.add_family(std::move(f));
 }
 

@@ -1,6 +1,6 @@
 // Storage against a real PostgreSQL: the CTest fixture starts a throwaway cluster
 // (scripts/pg-cluster.sh) under the build tree; each test makes its own database.
-#include <catch2/catch.hpp>
+#include "tests/catch_torch.hpp"
 #include <unistd.h>
 
 #include <chrono>

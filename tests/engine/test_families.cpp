@@ -1,0 +1,174 @@
+// Kernel-level checks of the families added for the loss, router and projection controls,
+// each against an independent LibTorch formulation (nn::functional), so that a wrong
+// reduction, a wrong top-k or a wrong strided write breaks a test, not only a control.
+#include "tests/catch_torch.hpp"
+
+#include <cmath>
+
+#include "harness/engine/engine.hpp"
+#include "harness/kernels/registry.hpp"
+#include "harness/store/json.hpp"
+
+namespace F = torch::nn::functional;
+using kcert::kernels::KernelInputs;
+using kcert::kernels::ParamMap;
+using kcert::numerics::Precision;
+
+namespace {
+
+const kcert::kernels::Registry& registry() {
+  static const auto r = [] {
+    kcert::kernels::Registry reg;
+    kcert::kernels::register_builtin_families(reg);
+    return reg;
+  }();
+  return r;
+}
+
+kcert::kernels::ProbeContract probe(const std::string& family, std::map<std::string, kcert::kernels::ParamValue> set) {
+  kcert::kernels::ProbeContract p;
+  p.shift = 0.0;
+  p.scale = 3.0;
+  for (const auto& spec : registry().family(family).probe_params) {
+    if (spec.default_value) p.params.set(spec.name, *spec.default_value);
+  }
+  for (auto& [k, v] : set) p.params.set(k, v);
+  return p;
+}
+
+// One replicate with a leading batch dimension of 1, fixed inputs merged in.
+KernelInputs inputs(const std::string& family, const kcert::kernels::ProbeContract& p, std::uint64_t seed) {
+  const auto& f = registry().family(family);
+  auto in = f.make_fixed(p, seed);
+  const auto rep = f.make_replicate(p, in, seed + 1);
+  for (const auto& [name, t] : rep.tensors()) in.set(name, t.unsqueeze(0));
+  return in;
+}
+
+torch::Tensor run(const std::string& family, const std::string& variant, const KernelInputs& in, const Precision& pr,
+                  ParamMap params = {}) {
+  const auto& v = registry().variant(family, variant);
+  for (const auto& spec : v.schema.params) {
+    if (!params.has(spec.name) && spec.default_value) params.set(spec.name, *spec.default_value);
+  }
+  torch::NoGradGuard g;
+  return v.fn(in, pr, params);
+}
+
+}  // namespace
+
+TEST_CASE("loss family reductions match F.cross_entropy with ignore_index", "[families][loss]") {
+  const auto p = probe("loss", {{"shape.microbatches", std::int64_t{3}},
+                                {"shape.tokens", std::int64_t{20}},
+                                {"shape.vocab", std::int64_t{50}},
+                                {"ignore.min", 0.1},
+                                {"ignore.max", 0.8}});
+  const auto in = inputs("loss", p, 7);
+  const auto w = Precision::working(kcert::stats::FloatFormat::bf16);
+  const auto z = in.at("z")[0].to(torch::kFloat32);
+  auto t = in.at("t")[0].clone();
+  t.masked_fill_(in.at("valid").logical_not(), -100);  // HF's ignore_index
+  const auto ce = [](const torch::Tensor& zz, const torch::Tensor& tt) {
+    return F::cross_entropy(zz, tt, F::CrossEntropyFuncOptions().ignore_index(-100));
+  };
+
+  const auto global = run("loss", "accum_global_token_mean", in, w);
+  CHECK(global.scalar_type() == torch::kFloat32);
+  CHECK(global.sum().item<double>() == Approx(ce(z, t).item<double>()).epsilon(1e-5));
+
+  // Pre-#34191: the mean of the micro-batch means (counts 18, 11, 4 valid tokens differ).
+  double mean_of_means = 0.0;
+  for (int m = 0; m < 3; ++m) mean_of_means += ce(z.narrow(0, 20 * m, 20), t.narrow(0, 20 * m, 20)).item<double>() / 3.0;
+  const auto per_mb = run("loss", "accum_microbatch_mean", in, w);
+  CHECK(per_mb.sum().item<double>() == Approx(mean_of_means).epsilon(1e-5));
+  CHECK(std::abs(per_mb.sum().item<double>() - global.sum().item<double>()) > 1e-3);  // the defect is visible
+
+  const auto token = run("loss", "token_ce_fp32", in, w)[0];
+  const auto expected = F::cross_entropy(z, t, F::CrossEntropyFuncOptions().ignore_index(-100).reduction(torch::kNone));
+  CHECK(torch::allclose(token, expected, 1e-5, 1e-5));
+
+  // L2: lse rounded to bf16 and subtracted in bf16: within a bf16 ULP of lse of the fp32 loss.
+  const auto lse_w = run("loss", "token_ce_lse_w", in, w)[0];
+  const auto lse = torch::logsumexp(z, -1);
+  const auto bound = torch::where(in.at("valid"), lse.abs() * std::ldexp(1.0, -7), torch::zeros_like(lse));
+  CHECK(((lse_w - token).abs() <= bound).all().item<bool>());
+  CHECK(((lse_w - token).abs() > 0).any().item<bool>());
+}
+
+TEST_CASE("loss cases are judged in their fp32 output contract", "[families][loss][engine]") {
+  kcert::testcase::FamilySchemas schemas;
+  for (const auto& name : registry().family_names()) schemas.emplace(name, registry().family(name).schema());
+  const std::string yaml =
+      "schema: 1\nid: l2\nkind: negative\nfamily: loss\nmechanism: m\nreferences: []\n"
+      "reference: {variant: token_ce_fp32}\nproduction: {variant: token_ce_lse_w}\n"
+      "probe: {dtype: bf16, seed: 3, shift: 0.0, scale: 3.0, shape: {tokens: 8, vocab: 4096}}\n"
+      "gates: {replicates: 32, max_replicates: 64}\n";
+  const auto tc = kcert::testcase::parse_testcase(yaml, "l2.yaml", schemas);
+  const auto r = kcert::engine::run_case(tc, registry(), {});
+  CHECK(r.output_format == kcert::stats::FloatFormat::fp32);
+  CHECK(kcert::store::to_json(r)["output_dtype"] == "fp32");
+  // In fp32 ULPs the bf16 subtraction is thousands of ULPs off; in bf16 ULPs it would not be.
+  CHECK(r.variance.verdict == kcert::stats::Verdict::fail);
+  CHECK(r.algebra.verdict == kcert::stats::Verdict::pass);
+}
+
+TEST_CASE("router weights are the renormalized top-k of softmax(h W^T)", "[families][router]") {
+  const auto p = probe("router", {{"shape.tokens", std::int64_t{32}},
+                                  {"shape.hidden", std::int64_t{64}},
+                                  {"shape.experts", std::int64_t{16}},
+                                  {"router.top_k", std::int64_t{3}}});
+  const auto in = inputs("router", p, 11);
+  CHECK(in.at("W_router").scalar_type() == torch::kFloat32);  // the gate is kept in fp32
+  const auto w = Precision::working(kcert::stats::FloatFormat::bf16);
+  const auto gates = run("router", "fp32_softmax_topk_renorm", in, w)[0].to(torch::kFloat64);
+  const auto logits = F::linear(in.at("h")[0].to(torch::kFloat64), in.at("W_router").to(torch::kFloat64));
+  const auto chosen = std::get<1>(logits.topk(3, -1));
+  CHECK(((gates > 0).sum(-1) == 3).all().item<bool>());
+  CHECK(gates.gather(-1, chosen).gt(0).all().item<bool>());
+  CHECK(torch::allclose(gates.sum(-1), torch::ones({32}, torch::kFloat64), 0, 3 * std::ldexp(1.0, -8)));
+  const auto probs = torch::softmax(logits, -1).gather(-1, chosen);
+  CHECK(torch::allclose(gates.gather(-1, chosen), probs / probs.sum(-1, true), 0, std::ldexp(1.0, -8)));
+  // Under the exact policy TF32 rounding vanishes: both variants are one function.
+  const auto ex = Precision::exact();
+  KernelInputs in64;
+  for (const auto& [n, t] : in.tensors()) in64.set(n, t.is_floating_point() ? t.to(torch::kFloat64) : t);
+  CHECK(torch::equal(run("router", "fp32_softmax_topk_renorm", in64, ex), run("router", "tf32_softmax_topk_renorm", in64, ex)));
+}
+
+TEST_CASE("fused qkv with in-place strided RoPE equals separate projections", "[families][qkv_rope]") {
+  const auto p = probe("qkv_rope", {{"shape.tokens", std::int64_t{6}},
+                                    {"shape.hidden", std::int64_t{32}},
+                                    {"shape.heads", std::int64_t{4}},
+                                    {"shape.kv_heads", std::int64_t{2}},
+                                    {"shape.head_dim", std::int64_t{8}},
+                                    {"positions.start", std::int64_t{100}}});
+  const auto in = inputs("qkv_rope", p, 5);
+  const auto ex = Precision::exact();
+  KernelInputs in64;
+  for (const auto& [n, t] : in.tensors()) in64.set(n, t.is_floating_point() ? t.to(torch::kFloat64) : t);
+  const auto sep = run("qkv_rope", "separate_projections", in64, ex);
+  const auto fused = run("qkv_rope", "fused_qkv_strided_inplace", in64, ex);
+  REQUIRE(sep.sizes() == torch::IntArrayRef({1, 6, 8, 8}));
+  CHECK(torch::allclose(sep, fused, 1e-12, 1e-12));
+  // v is the unrotated projection; q head 0 at position 100 is rotated by 100·base^(-2i/D).
+  const auto x = in64.at("x")[0], wqkv = in64.at("W_qkv");
+  CHECK(torch::allclose(sep[0].narrow(1, 6, 2).reshape({6, 16}), F::linear(x, wqkv.narrow(0, 48, 16)), 1e-12, 1e-12));
+  const auto q0 = F::linear(x[0], wqkv.narrow(0, 0, 8));
+  const double a = 100.0;  // pair 0: inv_freq 1
+  CHECK(sep[0][0][0][0].item<double>() == Approx(q0[0].item<double>() * std::cos(a) - q0[4].item<double>() * std::sin(a)));
+}
+
+TEST_CASE("the embedding normalizer is 55.5 in bf16 and sqrt(3072) in fp32", "[families][activation]") {
+  const auto x = torch::ones({1, 1, 4}, torch::kBFloat16);
+  KernelInputs in;
+  in.set("x", x);
+  const auto w = Precision::working(kcert::stats::FloatFormat::bf16);
+  CHECK(run("activation", "embed_scale_w_constant", in, w)[0][0][0].item<double>() == 55.5);
+  // x = 1.0078125: 55.93 (bf16 55.5 constant) rounds to 56, 55.86 (fp32 constant) to 55.75.
+  in.set("x", torch::full({1, 1, 4}, 1.0078125, torch::kBFloat16));
+  CHECK(run("activation", "embed_scale_w_constant", in, w)[0][0][0].item<double>() == 56.0);
+  CHECK(run("activation", "embed_scale_fp32_constant", in, w)[0][0][0].item<double>() == 55.75);
+  const auto ex = Precision::exact();
+  in.set("x", torch::ones({1, 1, 4}, torch::kFloat64));
+  CHECK(run("activation", "embed_scale_w_constant", in, ex)[0][0][0].item<double>() == Approx(std::sqrt(3072.0)).epsilon(1e-15));
+}
