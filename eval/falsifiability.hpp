@@ -4,6 +4,7 @@
 // (known-correct: must not FAIL).
 #include <nlohmann/json.hpp>
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -28,6 +29,27 @@ struct Falsifiability {
   std::vector<std::string> unexpected;  // "id: gate: expected X, got Y"
 };
 
+// What the table needs of one control, from a fresh result or from a stored result
+// document (docs/results.md), so a run merged from shards in the database tabulates
+// exactly like the run that produced it.
+struct ControlOutcome {
+  std::string id, kind, family, error;  // kind: "negative" | "positive"; error: harness error
+  stats::Verdict verdict = stats::Verdict::pass, algebra = stats::Verdict::pass, bias = stats::Verdict::pass,
+                 variance = stats::Verdict::pass;
+  stats::Verdict bias_magnitude = stats::Verdict::pass;  // bias gate with the magnitude statistic deciding too
+  bool assert_close = false, flash_attention = false, dynamo_fp64 = false;
+  std::vector<std::string> unexpected;  // against the YAML expectation
+  std::optional<double> variance_u;     // U; nullopt when +inf or undefined
+  std::optional<double> variance_se;    // the bootstrap se of r_T, when a tail was fitted
+  bool detected() const { return kind == "negative" && error.empty() && verdict != stats::Verdict::pass; }
+  bool false_fail() const { return kind == "positive" && error.empty() && verdict == stats::Verdict::fail; }
+};
+
+ControlOutcome outcome(const engine::CaseResult& r);
+// Throws std::invalid_argument naming the missing field when the document is not a result.
+ControlOutcome outcome_from_document(const nlohmann::json& document);
+
+Falsifiability tabulate(const std::vector<ControlOutcome>& outcomes);
 Falsifiability tabulate(const std::vector<engine::CaseResult>& results);
 nlohmann::json to_json(const Falsifiability& f);
 

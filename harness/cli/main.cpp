@@ -11,6 +11,7 @@
 #include "harness/cli/list_command.hpp"
 #include "harness/cli/run_cases_command.hpp"
 #include "harness/cli/suite_command.hpp"
+#include "harness/cli/nightly_command.hpp"
 #include "harness/cli/tail_fit_command.hpp"
 #include "harness/kernels/registry.hpp"
 #include "harness/numerics/runtime.hpp"
@@ -58,6 +59,8 @@ int main(int argc, char** argv) {
   });
   kcert::cli::register_run_command(app, registry);
   kcert::cli::register_suite_command(app, registry);
+  kcert::cli::register_nightly_command(app, registry);
+  kcert::cli::register_calibrate_command(app);
   kcert::cli::register_list_command(app, registry);
   kcert::cli::register_db_commands(app);
   kcert::cli::register_tail_fit_command(app);

@@ -101,4 +101,86 @@ void print_case_details(std::ostream& out, const engine::CaseResult& r) {
   for (const auto& u : r.unexpected) out << "  UNEXPECTED " << u << "\n";
 }
 
+namespace {
+std::string v(stats::Verdict x) { return std::string(stats::to_string(x)); }
+std::string flag(bool f) { return f ? "flag" : "-"; }
+}  // namespace
+
+void print_controls(std::ostream& out, const std::vector<eval::ControlOutcome>& results) {
+  std::size_t w = 7;
+  for (const auto& r : results) w = std::max(w, r.id.size());
+  w = std::min<std::size_t>(w, 48);
+  out << fmt::format("{:<{}}  {:<8} {:<9} {:<7} {:<7} {:<8} {:<7} {:<8} {:<6} {:<6} {:<6} {}\n", "control", w, "kind",
+                     "family", "algebra", "bias", "variance", "all", "bias+M", "close", "FA", "dynamo", "expected");
+  for (const auto& r : results) {
+    if (!r.error.empty()) {
+      out << fmt::format("{:<{}}  {:<8} {:<9} ERROR: {}\n", r.id.substr(0, w), w, r.kind, r.family, r.error);
+      continue;
+    }
+    out << fmt::format("{:<{}}  {:<8} {:<9} {:<7} {:<7} {:<8} {:<7} {:<8} {:<6} {:<6} {:<6} {}\n", r.id.substr(0, w), w, r.kind,
+                       r.family, v(r.algebra), v(r.bias), v(r.variance), v(r.verdict), v(r.bias_magnitude),
+                       flag(r.assert_close), flag(r.flash_attention), flag(r.dynamo_fp64),
+                       r.unexpected.empty() ? "ok" : "UNEXPECTED");
+  }
+}
+
+void print_falsifiability(std::ostream& out, const eval::Falsifiability& f) {
+  const auto row = [&](const std::string& name, const eval::Tally& t, bool warn) {
+    out << fmt::format("  {:<34} {:>3}/{:<3}       {:>3}/{:<3}       {}\n", name, t.detected, f.negatives, t.false_fail,
+                       f.positives, warn ? fmt::format("{:>3}/{:<3}", t.false_warn, f.positives) : std::string("  -"));
+  };
+  out << fmt::format("\nfalsifiability ({} negative, {} positive controls)\n", f.negatives, f.positives);
+  out << fmt::format("  {:<34} {:<15} {:<15} {}\n", "", "negatives", "positives", "positives");
+  out << fmt::format("  {:<34} {:<15} {:<15} {}\n", "", "detected", "FAIL", "WARN");
+  row("algebra gate", f.algebra, true);
+  row("bias gate (deciding statistics)", f.bias, true);
+  row("variance gate", f.variance, true);
+  row("combined", f.combined, true);
+  row("bias gate, magnitude deciding too", f.bias_with_magnitude, true);
+  row("combined, magnitude deciding too", f.combined_with_magnitude, true);
+  out << "  notes' reference (30 + 35 controls): 29/30 detected, 0/35 FAIL, 2/35 WARN\n";
+  out << "  checks in use today (flagged on the first replicate):\n";
+  row("  assert_close (bf16 rtol 1.6e-2)", f.assert_close, false);
+  row("  FlashAttention 2x + 1 ULP rule", f.flash_attention, false);
+  row("  dynamo fp64 RMSE 3x rule", f.dynamo_fp64, false);
+  out << fmt::format("expectations met: {}/{}\n", f.expectations_met, f.negatives + f.positives + f.errors);
+  for (const auto& u : f.unexpected) out << "  UNEXPECTED " << u << "\n";
+}
+
+
+void markdown_controls(std::ostream& out, const std::vector<eval::ControlOutcome>& results) {
+  out << "| control | kind | family | algebra | bias | variance | all | bias+M | U | assert_close | FA | dynamo | expected |\n"
+         "|---|---|---|---|---|---|---|---|---|---|---|---|---|\n";
+  for (const auto& r : results) {
+    if (!r.error.empty()) {
+      out << fmt::format("| {} | {} | {} | ERROR: {} |||||||||\n", r.id, r.kind, r.family, r.error);
+      continue;
+    }
+    out << fmt::format("| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |\n", r.id, r.kind, r.family,
+                       v(r.algebra), v(r.bias), v(r.variance), v(r.verdict), v(r.bias_magnitude),
+                       r.variance_u ? fmt::format("{:.3g}", *r.variance_u) : std::string("inf/-"), flag(r.assert_close),
+                       flag(r.flash_attention), flag(r.dynamo_fp64),
+                       r.unexpected.empty() ? std::string("ok") : "UNEXPECTED: " + r.unexpected.front());
+  }
+}
+
+void markdown_falsifiability(std::ostream& out, const eval::Falsifiability& f) {
+  const auto row = [&](const std::string& name, const eval::Tally& t, bool warn) {
+    out << fmt::format("| {} | {}/{} | {}/{} | {} |\n", name, t.detected, f.negatives, t.false_fail, f.positives,
+                       warn ? fmt::format("{}/{}", t.false_warn, f.positives) : std::string("-"));
+  };
+  out << "| | negatives detected | positives FAIL | positives WARN |\n|---|---|---|---|\n";
+  row("algebra gate", f.algebra, true);
+  row("bias gate (deciding statistics)", f.bias, true);
+  row("variance gate", f.variance, true);
+  row("**combined**", f.combined, true);
+  row("bias gate, magnitude deciding too", f.bias_with_magnitude, true);
+  row("combined, magnitude deciding too", f.combined_with_magnitude, true);
+  row("assert_close (first replicate)", f.assert_close, false);
+  row("FlashAttention 2x + 1 ULP rule", f.flash_attention, false);
+  row("dynamo fp64 RMSE 3x rule", f.dynamo_fp64, false);
+  out << "\nNotes' reference (30 + 35 controls): 29/30 detected, 0/35 FAIL, 2/35 WARN. Expectations met: "
+      << f.expectations_met << "/" << (f.negatives + f.positives + f.errors) << ".\n";
+}
+
 }  // namespace kcert::cli

@@ -3,11 +3,20 @@
 #include <ostream>
 #include <vector>
 
+#include "eval/falsifiability.hpp"
 #include "harness/engine/case_result.hpp"
 
 namespace kcert::cli {
 
 void print_verdict_table(std::ostream& out, const std::vector<engine::CaseResult>& results);
 void print_case_details(std::ostream& out, const engine::CaseResult& result);
+
+// The falsifiability views (kcert suite, kcert nightly): one row per control with each
+// gate, the bias gate with the magnitude statistic deciding, and today's checks; then the
+// per-gate summary against the notes' reference figures. Console and Markdown.
+void print_controls(std::ostream& out, const std::vector<eval::ControlOutcome>& results);
+void print_falsifiability(std::ostream& out, const eval::Falsifiability& f);
+void markdown_controls(std::ostream& out, const std::vector<eval::ControlOutcome>& results);
+void markdown_falsifiability(std::ostream& out, const eval::Falsifiability& f);
 
 }  // namespace kcert::cli

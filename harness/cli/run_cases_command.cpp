@@ -10,6 +10,7 @@
 #include "harness/cli/exit_codes.hpp"
 #include "harness/cli/khat_reader.hpp"
 #include "harness/cli/report.hpp"
+#include "harness/cli/run_storage.hpp"
 #include "harness/engine/engine.hpp"
 #include "harness/kernels/plugin.hpp"
 #include "harness/store/json.hpp"
@@ -85,83 +86,6 @@ struct RunOptionsCli {
   bool db = false;
   std::string spool;
   std::string run_id;
-};
-
-// Storage of a run: the spool first (fsync'ed per record), then the database when asked
-// for and reachable. A database failure is reported once and the run goes on spooling.
-class RunStorage {
- public:
-  RunStorage(const RunOptionsCli& o, const std::string& profile) {
-    if (!o.db && o.spool.empty()) return;
-    run_.emplace();
-    run_->run_id = o.run_id.empty() ? store::new_run_id() : o.run_id;
-    run_->started_at = store::utc_now_iso();
-    run_->kcert_version = KCERT_VERSION;
-    run_->git_revision = KCERT_GIT_REVISION;
-    run_->profile = profile;
-    run_->configuration = {{"cases", o.paths}, {"replicates", o.replicates}, {"device", o.device}};
-    run_->environment = store::detect_environment();
-    const std::string path = o.spool.empty() ? ".kcert/spool/" + run_->run_id + ".jsonl" : o.spool;
-    spool_ = std::make_unique<store::SpoolWriter>(path);
-    run_record_ = store::run_record(*run_);
-    spool_->append(run_record_);
-    std::cerr << "kcert: run " << run_->run_id << ", environment " << run_->environment.fingerprint << ", spool " << path
-              << "\n";
-    if (!o.db) return;
-    try {
-      db_ = std::make_unique<store::ResultStore>(store::conninfo_from_environment());
-      db_->store_run(run_record_);
-      std::cerr << "kcert: storing results in " << db_->describe() << "\n";
-    } catch (const std::exception& e) {
-      database_down(e.what());
-    }
-  }
-
-  void store(const engine::CaseResult& result) {
-    if (!spool_) return;
-    const auto rec = store::result_record(*run_, result);
-    spool_->append(rec);
-    if (!db_) return;
-    try {
-      db_->store_result(run_record_, rec);
-    } catch (const std::exception& e) {
-      database_down(e.what());
-    }
-  }
-
-  void finish(const std::string& status) {
-    if (!spool_) return;
-    const auto rec = store::finish_record(*run_, status);
-    spool_->append(rec);
-    if (db_) {
-      try {
-        db_->store_finish(rec);
-      } catch (const std::exception& e) {
-        database_down(e.what());
-      }
-    }
-    if (db_) {
-      std::cerr << "kcert: run " << run_->run_id << " stored in the database\n";
-    } else if (wanted_db_) {
-      std::cerr << "kcert: the database was unavailable; every result is in " << spool_->path()
-                << "; upload it later with: kcert upload " << spool_->path() << "\n";
-    }
-  }
-
-  bool active() const { return spool_ != nullptr; }
-  void want_db(bool v) { wanted_db_ = v; }
-
- private:
-  void database_down(const std::string& why) {
-    std::cerr << "kcert: warning: database write failed, continuing with the spool only: " << why << "\n";
-    db_.reset();
-  }
-
-  std::optional<store::RunInfo> run_;
-  nlohmann::json run_record_;
-  std::unique_ptr<store::SpoolWriter> spool_;
-  std::unique_ptr<store::ResultStore> db_;
-  bool wanted_db_ = false;
 };
 
 // Progress on stderr: a rewritten line on a terminal, a line every 10 s otherwise.
@@ -259,8 +183,13 @@ void register_run_command(CLI::App& app, kernels::Registry& registry) {
     if (o->seed_given) options.seed = o->seed;
     options.device = o->device;
     options.batch = o->batch;
-    RunStorage storage(*o, o->profile);
-    storage.want_db(o->db);
+    StorageOptions so;
+    so.db = o->db;
+    so.spool = o->spool;
+    so.run_id = o->run_id;
+    so.profile = o->profile;
+    so.configuration = {{"cases", o->paths}, {"replicates", o->replicates}, {"device", o->device}};
+    RunStorage storage(so);
     const auto results = run_cases(cases, registry, options, o->quiet, [&](const std::vector<engine::CaseResult>& done) {
       storage.store(done.back());
       // Keep what is done on disk after every case: an interrupted run loses nothing.

@@ -7,6 +7,7 @@
 
 #include "eval/falsifiability.hpp"
 #include "harness/cli/exit_codes.hpp"
+#include "harness/cli/report.hpp"
 #include "harness/cli/run_cases_command.hpp"
 #include "harness/store/json.hpp"
 
@@ -21,53 +22,6 @@ struct SuiteOptions {
   std::uint64_t replicates = 0;
   bool quiet = false;
 };
-
-std::string v(stats::Verdict x) { return std::string(stats::to_string(x)); }
-std::string flag(bool f) { return f ? "flag" : "-"; }
-
-void print_controls(std::ostream& out, const std::vector<engine::CaseResult>& results) {
-  std::size_t w = 7;
-  for (const auto& r : results) w = std::max(w, r.testcase.id.size());
-  w = std::min<std::size_t>(w, 48);
-  out << fmt::format("{:<{}}  {:<8} {:<9} {:<7} {:<7} {:<8} {:<7} {:<8} {:<6} {:<6} {:<6} {}\n", "control", w, "kind",
-                     "family", "algebra", "bias", "variance", "all", "bias+M", "close", "FA", "dynamo", "expected");
-  for (const auto& r : results) {
-    const auto& tc = r.testcase;
-    if (!r.error.empty()) {
-      out << fmt::format("{:<{}}  {:<8} {:<9} ERROR: {}\n", tc.id.substr(0, w), w, testcase::to_string(tc.kind), tc.family,
-                         r.error);
-      continue;
-    }
-    out << fmt::format("{:<{}}  {:<8} {:<9} {:<7} {:<7} {:<8} {:<7} {:<8} {:<6} {:<6} {:<6} {}\n", tc.id.substr(0, w), w,
-                       testcase::to_string(tc.kind), tc.family, v(r.algebra.verdict), v(r.bias.verdict),
-                       v(r.variance.verdict), v(r.verdict), v(eval::bias_with_magnitude(r)),
-                       flag(r.baselines.assert_close.flagged), flag(r.baselines.flash_attention.flagged),
-                       flag(r.baselines.dynamo_fp64.flagged), r.unexpected.empty() ? "ok" : "UNEXPECTED");
-  }
-}
-
-void print_summary(std::ostream& out, const eval::Falsifiability& f) {
-  const auto row = [&](const std::string& name, const eval::Tally& t, bool warn) {
-    out << fmt::format("  {:<34} {:>3}/{:<3}       {:>3}/{:<3}       {}\n", name, t.detected, f.negatives, t.false_fail,
-                       f.positives, warn ? fmt::format("{:>3}/{:<3}", t.false_warn, f.positives) : std::string("  -"));
-  };
-  out << fmt::format("\nfalsifiability ({} negative, {} positive controls)\n", f.negatives, f.positives);
-  out << fmt::format("  {:<34} {:<15} {:<15} {}\n", "", "negatives", "positives", "positives");
-  out << fmt::format("  {:<34} {:<15} {:<15} {}\n", "", "detected", "FAIL", "WARN");
-  row("algebra gate", f.algebra, true);
-  row("bias gate (deciding statistics)", f.bias, true);
-  row("variance gate", f.variance, true);
-  row("combined", f.combined, true);
-  row("bias gate, magnitude deciding too", f.bias_with_magnitude, true);
-  row("combined, magnitude deciding too", f.combined_with_magnitude, true);
-  out << "  notes' reference (30 + 35 controls): 29/30 detected, 0/35 FAIL, 2/35 WARN\n";
-  out << "  checks in use today (flagged on the first replicate):\n";
-  row("  assert_close (bf16 rtol 1.6e-2)", f.assert_close, false);
-  row("  FlashAttention 2x + 1 ULP rule", f.flash_attention, false);
-  row("  dynamo fp64 RMSE 3x rule", f.dynamo_fp64, false);
-  out << fmt::format("expectations met: {}/{}\n", f.expectations_met, f.negatives + f.positives + f.errors);
-  for (const auto& u : f.unexpected) out << "  UNEXPECTED " << u << "\n";
-}
 
 }  // namespace
 
@@ -100,8 +54,10 @@ void register_suite_command(CLI::App& app, kernels::Registry& registry) {
     };
     const auto results = run_cases(cases, registry, options, o->quiet, write);
     const auto table = eval::tabulate(results);
-    print_controls(std::cout, results);
-    print_summary(std::cout, table);
+    std::vector<eval::ControlOutcome> outcomes;
+    for (const auto& r : results) outcomes.push_back(eval::outcome(r));
+    print_controls(std::cout, outcomes);
+    print_falsifiability(std::cout, table);
     if (table.errors > 0) throw ExitWith(exit_input_error);
     if (!table.unexpected.empty()) throw ExitWith(exit_finding);
   });

@@ -167,6 +167,7 @@ nlohmann::json to_json(const engine::CaseResult& r) {
   j["settings"] = {{"replicates", tc.gates.replicates}, {"max_replicates", tc.gates.max_replicates},
                    {"algebra_replicates", tc.gates.algebra_replicates}};
   j["output_shape"] = r.output_shape;
+  j["calibration"] = tc.calibration.empty() ? nlohmann::json(nullptr) : nlohmann::json(tc.calibration);
   j["output_dtype"] = std::string(stats::traits(r.output_format).name);
   if (tc.attestation) {
     j["attestation"] = {{"path", tc.attestation->path}, {"theorem", tc.attestation->theorem}, {"status", tc.attestation->status}};

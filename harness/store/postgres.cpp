@@ -219,18 +219,21 @@ bool ResultStore::store_result(const nlohmann::json& run, const nlohmann::json& 
   const Param err = r.contains("error") ? str(r.at("error").get<std::string>()) : null();
   const Param seed = str(std::to_string(probe.value("seed", std::uint64_t{0})));
   const Param duration = str(format_double(runtime.value("seconds", 0.0)));
+  const Param calibration = r.contains("calibration") && r.at("calibration").is_string()
+                                ? str(r.at("calibration").get<std::string>())
+                                : null();
   const auto inserted = w.exec_params(
       "INSERT INTO result (run_id, shard_index, testcase_id, environment_id, reference_variant, reference_version, "
       " production_variant, production_version, verdict, algebra_verdict, bias_verdict, variance_verdict, detected, "
       " false_alarm, replicates, seed, variance_u, max_abs_z, thresholds, calibration, duration_seconds, error, document) "
       "VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13::boolean, $14::boolean, $15, $16::numeric, "
-      " $17::double precision, $18::double precision, $19::jsonb, NULL, $20::double precision, $21, $22::jsonb) "
+      " $17::double precision, $18::double precision, $19::jsonb, $23, $20::double precision, $21, $22::jsonb) "
       "ON CONFLICT (run_id, testcase_id) DO NOTHING RETURNING id",
       need(rec, "run_id").get<std::string>(), rec.value("shard_index", 0), testcase_id, environment_id,
       r.at("reference").at("variant").get<std::string>(), r.at("reference").at("version").get<std::string>(),
       r.at("production").at("variant").get<std::string>(), r.at("production").at("version").get<std::string>(), verdict,
       va, vb, vv, detected.c(), false_alarm.c(), r.value("replicates", std::uint64_t{0}), seed.c(), u.c(), z.c(),
-      thresholds.dump(), duration.c(), err.c(), r.dump());
+      thresholds.dump(), duration.c(), err.c(), r.dump(), calibration.c());
   if (inserted.empty()) return false;  // this run already holds this case: nothing to add
   const auto result_id = inserted[0][0].as<long long>();
 
@@ -324,6 +327,188 @@ std::vector<HistoryRow> ResultStore::history(const HistoryQuery& q) {
     out.push_back(std::move(h));
   }
   return out;
+}
+
+namespace {
+
+std::vector<double> parse_double_array(const std::string& text) {
+  // PostgreSQL's text form: {1.5,Infinity,0}
+  std::vector<double> out;
+  std::string item;
+  for (char c : text) {
+    if (c == '{') continue;
+    if (c == ',' || c == '}') {
+      if (!item.empty()) out.push_back(item == "Infinity" ? INFINITY : item == "-Infinity" ? -INFINITY : std::stod(item));
+      item.clear();
+    } else {
+      item += c;
+    }
+  }
+  return out;
+}
+
+std::vector<std::string> parse_text_array(const std::string& text) {
+  std::vector<std::string> out;
+  std::string item;
+  bool quoted = false, escaped = false;
+  for (std::size_t i = 1; i + 1 <= text.size(); ++i) {
+    const char c = text[i];
+    if (escaped) { item += c; escaped = false; continue; }
+    if (c == '\\') { escaped = true; continue; }
+    if (c == '"') { quoted = !quoted; continue; }
+    if (!quoted && (c == ',' || c == '}')) {
+      if (!item.empty()) out.push_back(item);
+      item.clear();
+      continue;
+    }
+    item += c;
+  }
+  return out;
+}
+
+const char* kResultColumns =
+    "SELECT t.case_id, t.kind, t.family, e.fingerprint, coalesce(r.calibration, ''), r.shard_index, r.document::text, "
+    " coalesce(v.khat::text, '{}') "
+    "FROM result r JOIN testcase t ON t.id = r.testcase_id JOIN environment e ON e.id = r.environment_id "
+    "JOIN run ru ON ru.id = r.run_id LEFT JOIN variance_tail v ON v.result_id = r.id ";
+
+StoredResult stored_result(const pqxx::row& row) {
+  StoredResult s;
+  s.case_id = row[0].c_str();
+  s.kind = row[1].c_str();
+  s.family = row[2].c_str();
+  s.fingerprint = row[3].c_str();
+  s.calibration = row[4].c_str();
+  s.shard_index = row[5].as<int>();
+  s.document = nlohmann::json::parse(row[6].c_str());
+  s.khat = parse_double_array(row[7].c_str());
+  return s;
+}
+
+Calibration calibration_row(const pqxx::row& row) {
+  Calibration c;
+  c.id = row[0].as<long long>();
+  c.fingerprint = row[1].c_str();
+  c.family = row[2].c_str();
+  c.warn_k = row[3].as<double>();
+  c.fail_k = row[4].as<double>();
+  c.previous_warn_k = row[5].as<double>();
+  c.previous_fail_k = row[6].as<double>();
+  c.rule_version = row[7].c_str();
+  c.source_runs = parse_text_array(row[8].c_str());
+  c.positives = row[9].as<int>();
+  c.max_u = row[10].as<double>();
+  c.created_by = row[11].c_str();
+  c.created_at = row[12].c_str();
+  c.details = nlohmann::json::parse(row[13].c_str());
+  return c;
+}
+
+const char* kCalibrationColumns =
+    "SELECT c.id, e.fingerprint, c.family, c.warn_k, c.fail_k, c.previous_warn_k, c.previous_fail_k, c.rule_version, "
+    " c.source_runs::text, c.positives, c.max_u, c.created_by, "
+    " to_char(c.created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"'), c.details::text "
+    "FROM calibration c JOIN environment e ON e.id = c.environment_id ";
+
+}  // namespace
+
+std::optional<RunSummary> ResultStore::run_summary(const std::string& run_id) {
+  pqxx::work w(*conn_);
+  const auto r = w.exec_params(
+      "SELECT id, status, profile, to_char(started_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"'), shard_count "
+      "FROM run WHERE id = $1",
+      run_id);
+  if (r.empty()) return std::nullopt;
+  RunSummary s;
+  s.run_id = r[0][0].c_str();
+  s.status = r[0][1].c_str();
+  s.profile = r[0][2].c_str();
+  s.started_at = r[0][3].c_str();
+  s.shard_count = r[0][4].as<int>();
+  for (const auto& row : w.exec_params("SELECT shard_index, finished_at IS NOT NULL FROM run_shard WHERE run_id = $1 "
+                                       "ORDER BY shard_index",
+                                       run_id)) {
+    s.shards_started.push_back(row[0].as<int>());
+    if (row[1].as<bool>()) s.shards_finished.push_back(row[0].as<int>());
+  }
+  return s;
+}
+
+std::vector<StoredResult> ResultStore::run_results(const std::string& run_id) {
+  pqxx::work w(*conn_);
+  std::vector<StoredResult> out;
+  for (const auto& row : w.exec_params(std::string(kResultColumns) + "WHERE r.run_id = $1 ORDER BY t.case_id", run_id)) {
+    out.push_back(stored_result(row));
+  }
+  return out;
+}
+
+std::vector<StoredResult> ResultStore::previous_results(const std::string& run_id) {
+  pqxx::work w(*conn_);
+  std::vector<StoredResult> out;
+  const auto rows = w.exec_params(
+      std::string("SELECT DISTINCT ON (t.case_id, e.fingerprint) t.case_id, t.kind, t.family, e.fingerprint, "
+                  " coalesce(r.calibration, ''), r.shard_index, r.document::text, coalesce(v.khat::text, '{}') "
+                  "FROM result r JOIN testcase t ON t.id = r.testcase_id JOIN environment e ON e.id = r.environment_id "
+                  "JOIN run ru ON ru.id = r.run_id LEFT JOIN variance_tail v ON v.result_id = r.id "
+                  "JOIN run this ON this.id = $1 "
+                  "WHERE ru.id <> this.id AND ru.status = 'finished' AND ru.profile = this.profile "
+                  " AND ru.started_at < this.started_at "
+                  " AND (t.case_id, r.environment_id) IN (SELECT t2.case_id, r2.environment_id FROM result r2 "
+                  "   JOIN testcase t2 ON t2.id = r2.testcase_id WHERE r2.run_id = this.id) "
+                  "ORDER BY t.case_id, e.fingerprint, ru.started_at DESC"),
+      run_id);
+  for (const auto& row : rows) out.push_back(stored_result(row));
+  return out;
+}
+
+std::optional<std::string> ResultStore::latest_finished_run(const std::string& fingerprint, const std::string& profile) {
+  pqxx::work w(*conn_);
+  const auto r = w.exec_params(
+      "SELECT ru.id FROM run ru WHERE ru.status = 'finished' AND ru.profile = $2 AND EXISTS (SELECT 1 FROM result r "
+      " JOIN environment e ON e.id = r.environment_id WHERE r.run_id = ru.id AND e.fingerprint = $1) "
+      "ORDER BY ru.started_at DESC LIMIT 1",
+      fingerprint, profile);
+  if (r.empty()) return std::nullopt;
+  return std::string(r[0][0].c_str());
+}
+
+std::map<std::string, Calibration> ResultStore::latest_calibrations(const std::string& fingerprint) {
+  pqxx::work w(*conn_);
+  std::map<std::string, Calibration> out;
+  for (const auto& row : w.exec_params(std::string(kCalibrationColumns) +
+                                           "WHERE e.fingerprint = $1 ORDER BY c.family, c.created_at DESC, c.id DESC",
+                                       fingerprint)) {
+    auto c = calibration_row(row);
+    out.emplace(c.family, std::move(c));  // the first of each family is the newest
+  }
+  return out;
+}
+
+std::vector<Calibration> ResultStore::calibrations(const std::string& fingerprint) {
+  pqxx::work w(*conn_);
+  std::vector<Calibration> out;
+  const auto rows = w.exec_params(std::string(kCalibrationColumns) +
+                                      "WHERE ($1 = '' OR e.fingerprint = $1) ORDER BY e.fingerprint, c.created_at DESC, c.id DESC",
+                                  fingerprint);
+  for (const auto& row : rows) out.push_back(calibration_row(row));
+  return out;
+}
+
+long long ResultStore::store_calibration(const Calibration& c) {
+  pqxx::work w(*conn_);
+  const auto env = w.exec_params("SELECT id FROM environment WHERE fingerprint = $1", c.fingerprint);
+  if (env.empty()) throw DatabaseError("environment " + c.fingerprint + " is not stored");
+  const auto id = w.exec_params1(
+                       "INSERT INTO calibration (environment_id, family, warn_k, fail_k, previous_warn_k, previous_fail_k, "
+                       " rule_version, source_runs, positives, max_u, created_by, details) "
+                       "VALUES ($1, $2, $3, $4, $5, $6, $7, $8::text[], $9, $10, $11, $12::jsonb) RETURNING id",
+                       env[0][0].as<long long>(), c.family, format_double(c.warn_k), format_double(c.fail_k),
+                       format_double(c.previous_warn_k), format_double(c.previous_fail_k), c.rule_version,
+                       text_array(c.source_runs), c.positives, format_double(c.max_u), c.created_by, c.details.dump())[0]
+                      .as<long long>();
+  w.commit();
+  return id;
 }
 
 UploadSummary upload(ResultStore& store, const std::vector<nlohmann::json>& records) {

@@ -5,6 +5,7 @@
 // messages: targets are described by user, host, port and database only.
 #include <nlohmann/json.hpp>
 
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -45,6 +46,32 @@ struct HistoryRow {
   std::string kind, reference_version, production_version, calibration;
 };
 
+// A run as the database knows it (for closing shards and comparing nights).
+struct RunSummary {
+  std::string run_id, status, profile, started_at;
+  int shard_count = 1;
+  std::vector<int> shards_started, shards_finished;  // 0-based shard indices
+};
+
+// One stored result of a run: its document, K-hat sample and where it ran.
+struct StoredResult {
+  std::string case_id, kind, family, fingerprint, calibration;
+  int shard_index = 0;
+  nlohmann::json document;
+  std::vector<double> khat;  // +inf kept
+};
+
+// A stored variance-gate calibration (schema/003_calibration.sql).
+struct Calibration {
+  long long id = 0;
+  std::string fingerprint, family, rule_version, created_by, created_at;
+  double warn_k = 2.0, fail_k = 10.0, previous_warn_k = 2.0, previous_fail_k = 10.0, max_u = 0.0;
+  int positives = 0;
+  std::vector<std::string> source_runs;
+  nlohmann::json details = nlohmann::json::object();
+  std::string label() const { return "cal-" + std::to_string(id); }
+};
+
 // KCERT_DB, or "" (libpq defaults: PG* variables, service file).
 std::string conninfo_from_environment();
 
@@ -66,6 +93,19 @@ class ResultStore {
   void store_finish(const nlohmann::json& finish_record);
 
   std::vector<HistoryRow> history(const HistoryQuery& query);
+
+  std::optional<RunSummary> run_summary(const std::string& run_id);
+  std::vector<StoredResult> run_results(const std::string& run_id);
+  // For every case of the run: its latest result in the same environment from an earlier
+  // finished run of the same profile (what "since the last run" compares against).
+  std::vector<StoredResult> previous_results(const std::string& run_id);
+  // The newest finished run (of any shard count) holding results in this environment.
+  std::optional<std::string> latest_finished_run(const std::string& fingerprint, const std::string& profile);
+
+  // Newest calibration per family in the environment (none: defaults).
+  std::map<std::string, Calibration> latest_calibrations(const std::string& fingerprint);
+  std::vector<Calibration> calibrations(const std::string& fingerprint);  // all, newest first; "" = every environment
+  long long store_calibration(const Calibration& c);  // returns the id
 
  private:
   struct Connection;  // holds the pqxx::connection; keeps libpqxx out of this header

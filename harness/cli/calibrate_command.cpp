@@ -1,0 +1,235 @@
+// `kcert calibrate`: re-derives the variance gate's warn_K / fail_K per operator family for
+// one environment from the stored results of its positive controls (method.md §6). The
+// rule (kcert-cal/1) and why are in docs/calibration.md; nothing here re-runs a kernel.
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <iostream>
+#include <memory>
+
+#include "eval/falsifiability.hpp"
+#include "harness/cli/exit_codes.hpp"
+#include "harness/cli/nightly_command.hpp"
+#include "harness/stats/tail.hpp"
+#include "harness/store/environment.hpp"
+#include "harness/store/postgres.hpp"
+
+namespace kcert::cli {
+
+namespace {
+
+// kcert-cal/1 (docs/calibration.md).
+constexpr const char* kRuleVersion = "kcert-cal/1";
+constexpr double kMargin = 1.5;         // warn_K = max(1, margin · max U of the positives)
+constexpr double kFloor = 1.0;          // production never needs to beat the reference
+constexpr double kRatio = 5.0;          // fail_K = ratio · warn_K (the defaults' 10 / 2)
+constexpr int kMinPositives = 3;        // fewer positives say too little about a family
+constexpr double kDefaultWarn = 2.0, kDefaultFail = 10.0;
+
+struct CalibrateOptions {
+  std::string environment;
+  std::vector<std::string> runs;
+  std::string profile;
+  std::string by;
+  bool apply = false;
+  bool history = false;
+};
+
+struct FamilyPlan {
+  std::string family;
+  int positives = 0;
+  double max_u = 0.0;
+  double old_warn = kDefaultWarn, old_fail = kDefaultFail, new_warn = 0.0, new_fail = 0.0;
+  std::string old_label = "defaults";
+  std::string refused;  // empty: calibrated
+  nlohmann::json used = nlohmann::json::object();  // control -> U
+};
+
+std::string who(const std::string& given) {
+  if (!given.empty()) return given;
+  const char* user = std::getenv("USER");
+  char host[256] = {0};
+  ::gethostname(host, sizeof host - 1);
+  return std::string(user ? user : "unknown") + "@" + host;
+}
+
+std::string u_text(const eval::ControlOutcome& o) {
+  if (o.variance_u) return fmt::format("{:.4g}", *o.variance_u);
+  return o.variance == stats::Verdict::fail ? "inf" : "-";
+}
+
+void print_history(store::ResultStore& db, const std::string& env) {
+  const auto cals = db.calibrations(env);
+  if (cals.empty()) {
+    std::cout << "no calibrations stored" << (env.empty() ? "" : " for environment " + env) << "\n";
+    return;
+  }
+  std::cout << fmt::format("{:<18} {:<18} {:<8} {:<22} {:>8} {:>8} {:>10} {:>4} {:>8}  {:<12} {}\n", "environment", "family", "id",
+                           "created (UTC)", "warn_K", "fail_K", "prev", "pos", "max U", "rule", "by / source runs");
+  for (const auto& c : cals) {
+    std::string runs;
+    for (const auto& r : c.source_runs) runs += (runs.empty() ? "" : ",") + r;
+    std::cout << fmt::format("{:<18} {:<18} {:<8} {:<22} {:>8.4g} {:>8.4g} {:>4.3g}/{:<5.3g} {:>4} {:>8.4g}  {:<12} {} / {}\n",
+                             c.fingerprint, c.family, c.label(), c.created_at, c.warn_k, c.fail_k, c.previous_warn_k,
+                             c.previous_fail_k, c.positives, c.max_u, c.rule_version, c.created_by, runs);
+  }
+}
+
+}  // namespace
+
+void register_calibrate_command(CLI::App& app) {
+  auto o = std::make_shared<CalibrateOptions>();
+  auto* cmd = app.add_subcommand("calibrate", "Re-derive the variance thresholds of each family from stored positive controls");
+  cmd->footer(
+      "Rule kcert-cal/1 (docs/calibration.md), per operator family, for one environment:\n"
+      "  warn_K = max(1, 1.5 x the largest U of the family's positive controls)\n"
+      "  fail_K = 5 x warn_K (the default ratio 10 / 2)\n"
+      "A family is refused, with the reason, when it has fewer than 3 positive controls in the\n"
+      "source run or one of them FAILed any gate there. The source is the newest finished run\n"
+      "of the profile (default: contract shapes) in the environment, or the runs given by --run.\n"
+      "Prints old and new thresholds and the verdict every control of the source run would get\n"
+      "under the new thresholds, from the stored U values (no kernel runs). --apply stores the\n"
+      "calibration; later `kcert nightly` runs in that environment use it and record its id.\n\n"
+      "Examples:\n"
+      "  kcert calibrate                      # dry run for this machine's environment\n"
+      "  kcert calibrate --apply --by alice\n"
+      "  kcert calibrate --history\n\n"
+      "Exit status: 0 done (some families may be refused), 2 nothing to calibrate from or a\n"
+      "database error.");
+  cmd->add_option("--env", o->environment, "environment fingerprint (default: this machine's)");
+  cmd->add_option("--run", o->runs, "source run id (repeatable; default: the newest finished run)")->allow_extra_args(false);
+  cmd->add_option("--profile", o->profile, "profile of the source run (default: contract shapes)");
+  cmd->add_option("--by", o->by, "who applies it (default: $USER@host)");
+  cmd->add_flag("--apply", o->apply, "store the calibration");
+  cmd->add_flag("--history", o->history, "list stored calibrations (all environments unless --env)");
+  cmd->callback([o]() {
+    store::ResultStore db(store::conninfo_from_environment());
+    if (o->history) {
+      print_history(db, o->environment);
+      return;
+    }
+    const auto env = o->environment.empty() ? store::detect_environment().fingerprint : o->environment;
+    auto runs = o->runs;
+    if (runs.empty()) {
+      const auto latest = db.latest_finished_run(env, o->profile);
+      if (!latest) {
+        throw InputError(fmt::format("no finished run of profile '{}' in environment {}: run `kcert nightly{}` first",
+                                     o->profile.empty() ? "contract shapes" : o->profile, env,
+                                     o->profile.empty() ? "" : " --profile " + o->profile));
+      }
+      runs.push_back(*latest);
+    }
+    std::vector<eval::ControlOutcome> controls;
+    for (const auto& run : runs) {
+      const auto summary = db.run_summary(run);
+      if (!summary) throw InputError("run " + run + " is not in the database");
+      if (summary->status != "finished") throw InputError("run " + run + " is " + summary->status + ", not finished");
+      for (const auto& r : db.run_results(run)) {
+        if (r.fingerprint == env) controls.push_back(eval::outcome_from_document(r.document));
+      }
+    }
+    if (controls.empty()) throw InputError("the source run(s) hold no results in environment " + env);
+
+    const auto current = db.latest_calibrations(env);
+    std::map<std::string, FamilyPlan> plans;
+    for (const auto& c : controls) {
+      auto& p = plans[c.family];
+      p.family = c.family;
+      if (c.kind != "positive") continue;
+      if (!c.error.empty()) {
+        p.refused = "positive " + c.id + " did not run (" + c.error + ")";
+        continue;
+      }
+      if (c.verdict == stats::Verdict::fail && p.refused.empty()) {
+        p.refused = fmt::format("positive {} FAILed (algebra/bias/variance {}/{}/{}) in the source run", c.id,
+                                stats::to_string(c.algebra), stats::to_string(c.bias), stats::to_string(c.variance));
+      }
+      ++p.positives;
+      const double u = c.variance_u.value_or(0.0);
+      p.used[c.id] = u;
+      p.max_u = std::max(p.max_u, u);
+    }
+    for (auto& [family, p] : plans) {
+      if (const auto it = current.find(family); it != current.end()) {
+        p.old_warn = it->second.warn_k;
+        p.old_fail = it->second.fail_k;
+        p.old_label = it->second.label();
+      }
+      if (p.refused.empty() && p.positives < kMinPositives) {
+        p.refused = fmt::format("{} positive control(s) in the source run, {} needed", p.positives, kMinPositives);
+      }
+      p.new_warn = std::max(kFloor, kMargin * p.max_u);
+      p.new_fail = kRatio * p.new_warn;
+    }
+
+    std::cout << fmt::format("calibration {} for environment {} from run(s) {}\n\n", kRuleVersion, env, fmt::join(runs, ", "));
+    std::cout << fmt::format("{:<18} {:>4} {:>9}  {:<22} {:<22} {}\n", "family", "pos", "max U", "old warn/fail",
+                             "new warn/fail", "status");
+    for (const auto& [family, p] : plans) {
+      std::cout << fmt::format("{:<18} {:>4} {:>9.4g}  {:<22} {:<22} {}\n", family, p.positives, p.max_u,
+                               fmt::format("{:.4g}/{:.4g} ({})", p.old_warn, p.old_fail, p.old_label),
+                               p.refused.empty() ? fmt::format("{:.4g}/{:.4g}", p.new_warn, p.new_fail) : std::string("-"),
+                               p.refused.empty() ? std::string("calibrated") : "refused: " + p.refused);
+    }
+
+    // What every control would read under the new thresholds (refused families keep theirs).
+    std::cout << fmt::format("\n{:<40} {:<8} {:<18} {:>9}  {:<17} {}\n", "control", "kind", "family", "U",
+                             "variance old->new", "overall old->new");
+    std::vector<eval::ControlOutcome> after;
+    for (auto c : controls) {
+      const auto& p = plans.at(c.family);
+      const auto old_variance = c.variance, old_verdict = c.verdict;
+      if (p.refused.empty() && c.error.empty() && (c.variance_u || c.variance != stats::Verdict::fail)) {
+        c.variance = stats::threshold_verdict(c.variance_u.value_or(0.0), p.new_warn, p.new_fail);
+        c.verdict = stats::worst(c.algebra, stats::worst(c.bias, c.variance));
+      }
+      std::cout << fmt::format("{:<40} {:<8} {:<18} {:>9}  {:<17} {}{}\n", c.id, c.kind, c.family, u_text(c),
+                               fmt::format("{} -> {}", stats::to_string(old_variance), stats::to_string(c.variance)),
+                               fmt::format("{} -> {}", stats::to_string(old_verdict), stats::to_string(c.verdict)),
+                               (c.kind == "negative" && old_verdict != stats::Verdict::pass && c.verdict == stats::Verdict::pass)
+                                   ? "  (would escape)"
+                                   : (c.kind == "positive" && old_verdict != stats::Verdict::fail && c.verdict == stats::Verdict::fail)
+                                         ? "  (would be a false alarm)"
+                                         : "");
+      after.push_back(std::move(c));
+    }
+    const auto before_t = eval::tabulate(controls), after_t = eval::tabulate(after);
+    std::cout << fmt::format("\nnegatives detected {}/{} -> {}/{}; positives FAIL {}/{} -> {}/{}, WARN {}/{} -> {}/{}\n",
+                             before_t.combined.detected, before_t.negatives, after_t.combined.detected, after_t.negatives,
+                             before_t.combined.false_fail, before_t.positives, after_t.combined.false_fail,
+                             after_t.positives, before_t.combined.false_warn, before_t.positives,
+                             after_t.combined.false_warn, after_t.positives);
+
+    int calibrated = 0;
+    for (const auto& [family, p] : plans) calibrated += p.refused.empty();
+    if (calibrated == 0) throw InputError("no family could be calibrated (see the reasons above)");
+    if (!o->apply) {
+      std::cout << "dry run: nothing stored (add --apply to store the calibrated families)\n";
+      return;
+    }
+    const auto by = who(o->by);
+    for (const auto& [family, p] : plans) {
+      if (!p.refused.empty()) continue;
+      store::Calibration c;
+      c.fingerprint = env;
+      c.family = family;
+      c.warn_k = p.new_warn;
+      c.fail_k = p.new_fail;
+      c.previous_warn_k = p.old_warn;
+      c.previous_fail_k = p.old_fail;
+      c.rule_version = kRuleVersion;
+      c.source_runs = runs;
+      c.positives = p.positives;
+      c.max_u = p.max_u;
+      c.created_by = by;
+      c.details = {{"u", p.used}, {"margin", kMargin}, {"ratio", kRatio}, {"previous", p.old_label}};
+      c.id = db.store_calibration(c);
+      std::cout << fmt::format("stored {} for family {} (warn_K {:.4g}, fail_K {:.4g})\n", c.label(), family, c.warn_k,
+                               c.fail_k);
+    }
+  });
+}
+
+}  // namespace kcert::cli

@@ -1,0 +1,379 @@
+#include "harness/cli/nightly_command.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <memory>
+#include <regex>
+#include <set>
+#include <tuple>
+
+#include "eval/falsifiability.hpp"
+#include "harness/cli/exit_codes.hpp"
+#include "harness/cli/report.hpp"
+#include "harness/cli/run_cases_command.hpp"
+#include "harness/cli/run_storage.hpp"
+#include "harness/store/json.hpp"
+#include "harness/store/postgres.hpp"
+
+namespace kcert::cli {
+
+namespace {
+
+struct NightlyOptions {
+  std::vector<std::string> paths{"testcases"};
+  std::string profile;
+  std::vector<std::string> filters;
+  std::string shard;  // "K/N"
+  std::string run_id;
+  std::string report_dir;
+  std::string finish;
+  std::uint64_t replicates = 0;
+  bool no_db = false;
+  bool quiet = false;
+};
+
+struct Shard {
+  int index = 0;  // 0-based
+  int count = 1;
+};
+
+Shard parse_shard(const std::string& s) {
+  if (s.empty()) return {};
+  static const std::regex form(R"(^([0-9]+)/([0-9]+)$)");
+  std::smatch m;
+  if (!std::regex_match(s, m, form)) throw UsageError("--shard: expected K/N (e.g. 2/4), got '" + s + "'");
+  const int k = std::stoi(m[1]), n = std::stoi(m[2]);
+  if (n < 1 || k < 1 || k > n) throw UsageError("--shard: expected 1 <= K <= N, got '" + s + "'");
+  return {k - 1, n};
+}
+
+// Deterministic split: cases sorted by id, case i goes to shard i mod N. Every machine
+// computes the same split from the same suite, whatever order the files were found in.
+std::vector<testcase::TestCase> select(std::vector<testcase::TestCase> cases, const std::vector<std::string>& filters,
+                                       Shard shard) {
+  std::vector<std::regex> res;
+  for (const auto& f : filters) {
+    try {
+      res.emplace_back(f);
+    } catch (const std::regex_error& e) {
+      throw UsageError("--filter: '" + f + "' is not a regular expression: " + e.what());
+    }
+  }
+  std::sort(cases.begin(), cases.end(), [](const auto& a, const auto& b) { return a.id < b.id; });
+  std::vector<testcase::TestCase> kept;
+  for (auto& c : cases) {
+    const bool match = res.empty() || std::any_of(res.begin(), res.end(), [&](const std::regex& r) {
+                         return std::regex_search(c.id, r) || std::regex_search(c.family, r);
+                       });
+    if (match) kept.push_back(std::move(c));
+  }
+  std::vector<testcase::TestCase> mine;
+  for (std::size_t i = 0; i < kept.size(); ++i) {
+    if (static_cast<int>(i % static_cast<std::size_t>(shard.count)) == shard.index) mine.push_back(std::move(kept[i]));
+  }
+  return mine;
+}
+
+struct Change {
+  std::string id, what;
+  bool alarming = false;  // counts toward exit status 1
+};
+
+std::string verdicts(const eval::ControlOutcome& o) {
+  return fmt::format("{}/{}/{}", stats::to_string(o.algebra), stats::to_string(o.bias), stats::to_string(o.variance));
+}
+
+// What changed since the previous run of this profile in the same environment.
+std::vector<Change> compare(const std::vector<eval::ControlOutcome>& now,
+                            const std::map<std::string, eval::ControlOutcome>& before) {
+  std::vector<Change> out;
+  for (const auto& o : now) {
+    const auto it = before.find(o.id);
+    if (it == before.end() || !o.error.empty()) continue;
+    const auto& p = it->second;
+    if (o.kind == "negative" && p.detected() && !o.detected()) out.push_back({o.id, "ESCAPE: no longer detected", true});
+    if (o.kind == "negative" && !p.detected() && o.detected()) out.push_back({o.id, "new detection", false});
+    if (o.kind == "positive" && !p.false_fail() && o.false_fail()) out.push_back({o.id, "NEW FALSE ALARM (FAIL)", true});
+    if (o.kind == "positive" && p.false_fail() && !o.false_fail()) out.push_back({o.id, "false alarm cleared", false});
+    if (p.algebra != o.algebra || p.bias != o.bias || p.variance != o.variance) {
+      out.push_back({o.id, "verdict flipped: algebra/bias/variance " + verdicts(p) + " -> " + verdicts(o), true});
+    }
+    if (o.variance_u && p.variance_u && o.variance_se && std::abs(*o.variance_u - *p.variance_u) > 3.0 * *o.variance_se) {
+      out.push_back({o.id, fmt::format("U moved {:.4g} -> {:.4g} (more than 3 se = {:.3g})", *p.variance_u, *o.variance_u,
+                                       3.0 * *o.variance_se),
+                     false});
+    }
+  }
+  return out;
+}
+
+std::string safe_name(const std::string& id) {
+  std::string s;
+  for (char c : id) s += (std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == '.') ? c : '_';
+  return s;
+}
+
+struct NightlyData {
+  std::string run_id, profile, source;  // source: "database" or "spool"
+  int shard_count = 1;
+  std::vector<nlohmann::json> documents;
+  std::map<std::string, std::vector<double>> khat;  // by case id
+  std::vector<std::string> environments, calibrations;
+  std::map<std::string, eval::ControlOutcome> previous;
+  std::string previous_note;
+};
+
+int report(const NightlyData& d, const std::string& report_dir, bool quiet) {
+  std::vector<eval::ControlOutcome> outcomes;
+  for (const auto& doc : d.documents) outcomes.push_back(eval::outcome_from_document(doc));
+  std::sort(outcomes.begin(), outcomes.end(), [](const auto& a, const auto& b) {
+    return std::tie(a.kind, a.family, a.id) < std::tie(b.kind, b.family, b.id);
+  });
+  const auto table = eval::tabulate(outcomes);
+  const auto changes = compare(outcomes, d.previous);
+
+  int code = exit_ok;
+  std::vector<std::string> reasons;
+  if (table.errors > 0) {
+    code = exit_input_error;
+    reasons.push_back(fmt::format("{} control(s) could not be run (harness or input error)", table.errors));
+  }
+  if (!table.unexpected.empty()) reasons.push_back(fmt::format("{} verdict(s) differ from the YAML expectations", table.unexpected.size()));
+  const auto alarming = std::count_if(changes.begin(), changes.end(), [](const Change& c) { return c.alarming; });
+  if (alarming > 0) reasons.push_back(fmt::format("{} escape(s), new false alarm(s) or verdict flip(s) since the last run", alarming));
+  if (code == exit_ok && !reasons.empty()) code = exit_finding;
+
+  // Console.
+  if (!quiet) {
+    print_controls(std::cout, outcomes);
+    print_falsifiability(std::cout, table);
+    std::cout << "\nsince the last run: " << d.previous_note << "\n";
+    for (const auto& c : changes) std::cout << "  " << c.id << ": " << c.what << "\n";
+  }
+
+  // Report folder: summary.md, results.json, tails/<case>.csv.
+  const std::filesystem::path dir(report_dir);
+  std::filesystem::create_directories(dir / "tails");
+  {
+    std::ofstream md(dir / "summary.md");
+    md << "# kcert nightly " << d.run_id << "\n\n";
+    md << "- profile: " << (d.profile.empty() ? "contract shapes" : d.profile) << "\n";
+    md << "- shards: " << d.shard_count << "; results read from the " << d.source << "\n";
+    md << "- environment(s): ";
+    for (std::size_t i = 0; i < d.environments.size(); ++i) md << (i ? ", " : "") << "`" << d.environments[i] << "`";
+    md << "\n- calibrations used: ";
+    if (d.calibrations.empty()) md << "none (default thresholds)";
+    for (std::size_t i = 0; i < d.calibrations.size(); ++i) md << (i ? ", " : "") << d.calibrations[i];
+    md << "\n- status: " << (code == exit_ok ? "every control behaved as expected" : "ATTENTION") << " (exit " << code << ")\n";
+    for (const auto& r : reasons) md << "  - " << r << "\n";
+    md << "\n## Falsifiability\n\n";
+    markdown_falsifiability(md, table);
+    md << "\n## Controls\n\n";
+    markdown_controls(md, outcomes);
+    md << "\n## Since the last run\n\n" << d.previous_note << "\n\n";
+    for (const auto& c : changes) md << "- `" << c.id << "`: " << c.what << "\n";
+    if (!table.unexpected.empty()) {
+      md << "\n## Differences from the YAML expectations\n\n";
+      for (const auto& u : table.unexpected) md << "- " << u << "\n";
+    }
+  }
+  nlohmann::json changes_json = nlohmann::json::array();
+  for (const auto& c : changes) changes_json.push_back({{"id", c.id}, {"change", c.what}, {"alarming", c.alarming}});
+  store::write_json_file((dir / "results.json").string(),
+                         {{"run_id", d.run_id},
+                          {"profile", d.profile},
+                          {"shard_count", d.shard_count},
+                          {"source", d.source},
+                          {"environments", d.environments},
+                          {"exit_status", code},
+                          {"reasons", reasons},
+                          {"falsifiability", eval::to_json(table)},
+                          {"changes", changes_json},
+                          {"previous", d.previous_note},
+                          {"results", d.documents}});
+  for (const auto& [id, sample] : d.khat) {
+    std::ofstream csv(dir / "tails" / (safe_name(id) + ".csv"));
+    csv << "replicate,khat\n";
+    for (std::size_t i = 0; i < sample.size(); ++i) csv << i << "," << fmt::format("{:.17g}", sample[i]) << "\n";
+  }
+  std::cout << "\nreport: " << std::filesystem::absolute(dir).string() << "/summary.md\n";
+  for (const auto& r : reasons) std::cout << "attention: " << r << "\n";
+  return code;
+}
+
+NightlyData from_database(store::ResultStore& db, const std::string& run_id) {
+  NightlyData d;
+  const auto summary = db.run_summary(run_id);
+  if (!summary) throw InputError("run " + run_id + " is not in the database " + db.describe());
+  d.run_id = run_id;
+  d.profile = summary->profile;
+  d.shard_count = summary->shard_count;
+  d.source = "database";
+  if (static_cast<int>(summary->shards_finished.size()) < summary->shard_count) {
+    std::string missing;
+    for (int k = 0; k < summary->shard_count; ++k) {
+      if (std::find(summary->shards_finished.begin(), summary->shards_finished.end(), k) == summary->shards_finished.end()) {
+        missing += (missing.empty() ? "" : ", ") + std::to_string(k + 1);
+      }
+    }
+    throw InputError(fmt::format("run {} is not complete: shard(s) {} of {} have not reported", run_id, missing,
+                                 summary->shard_count));
+  }
+  std::set<std::string> envs, cals;
+  for (auto& r : db.run_results(run_id)) {
+    envs.insert(r.fingerprint);
+    if (!r.calibration.empty()) cals.insert(r.family + ": " + r.calibration);
+    d.khat[r.case_id] = r.khat;
+    d.documents.push_back(std::move(r.document));
+  }
+  d.environments.assign(envs.begin(), envs.end());
+  d.calibrations.assign(cals.begin(), cals.end());
+  const auto previous = db.previous_results(run_id);
+  for (const auto& p : previous) d.previous.emplace(p.case_id, eval::outcome_from_document(p.document));
+  d.previous_note = previous.empty() ? "no earlier finished run of this profile in this environment"
+                                     : fmt::format("compared with {} control(s) of the previous run(s) of this profile "
+                                                   "in the same environment",
+                                                   previous.size());
+  return d;
+}
+
+}  // namespace
+
+void register_nightly_command(CLI::App& app, kernels::Registry& registry) {
+  auto o = std::make_shared<NightlyOptions>();
+  auto* cmd = app.add_subcommand("nightly", "Run the control suite, store it, compare with the last run, write a report");
+  cmd->footer(
+      "What users run every night and after every environment change. The suite (or the part\n"
+      "selected by --filter and --shard) runs with the newest stored calibration of each family\n"
+      "in this environment; every result is spooled, then stored in PostgreSQL (KCERT_DB or the\n"
+      "PG* variables); the falsifiability table, the changes since the previous finished run of\n"
+      "the same profile in the same environment, and a report folder (summary.md, results.json,\n"
+      "tails/<control>.csv) are produced from what the database holds, so a run merged from\n"
+      "shards reads exactly like an unsharded one.\n\n"
+      "Shards: N machines run `kcert nightly --shard K/N --run-id ID` (same ID); cases are split\n"
+      "by sorted id, case i to shard i mod N. The shard that completes the run prints the merged\n"
+      "table; `kcert nightly --finish ID` prints it again (or says which shards are missing).\n\n"
+      "Examples:\n"
+      "  kcert nightly                                  # the whole suite at contract shapes\n"
+      "  kcert nightly --profile smoke --filter rope    # a quick part\n"
+      "  kcert nightly --shard 2/4 --run-id nightly-1234\n"
+      "  kcert nightly --finish nightly-1234\n\n"
+      "Exit status: 0 every control behaved as expected; 1 a control's verdicts differ from its\n"
+      "YAML expectation (a negative escaped, a positive FAILed), or a negative escaped, a\n"
+      "positive newly FAILed or a verdict flipped since the last run; 2 a harness or input error\n"
+      "(incl. an incomplete run at --finish).");
+  cmd->add_option("dirs", o->paths, "control folders or files")->capture_default_str();
+  cmd->add_option("--profile", o->profile, "apply each control's profiles.<name> (e.g. smoke)");
+  cmd->add_option("--filter", o->filters, "regular expression on control id or family (repeatable; any match)")
+      ->allow_extra_args(false);
+  cmd->add_option("--shard", o->shard, "run part K of N (1-based), e.g. 2/4");
+  cmd->add_option("--run-id", o->run_id, "run id (required with --shard N > 1; default: a new one)");
+  cmd->add_option("--report", o->report_dir, "report folder (default .kcert/reports/RUN_ID)");
+  cmd->add_option("--finish", o->finish, "print the merged table and report of a (sharded) run from the database");
+  cmd->add_option("--replicates", o->replicates, "override R for every control");
+  cmd->add_flag("--no-db", o->no_db, "spool only; table and report from this process's results, no comparison");
+  cmd->add_flag("--quiet", o->quiet, "no progress lines, no console table (the report is still written)");
+  cmd->callback([o, &registry]() {
+    if (!o->finish.empty()) {
+      if (o->no_db) throw UsageError("--finish reads the database; it cannot be combined with --no-db");
+      store::ResultStore db(store::conninfo_from_environment());
+      const auto data = from_database(db, o->finish);
+      const auto dir = o->report_dir.empty() ? ".kcert/reports/" + o->finish : o->report_dir;
+      const int code = report(data, dir, o->quiet);
+      if (code != exit_ok) throw ExitWith(code);
+      return;
+    }
+    const auto shard = parse_shard(o->shard);
+    if (shard.count > 1 && o->run_id.empty()) {
+      throw UsageError("--shard " + o->shard + ": the shards of one run must share an id; pass --run-id (e.g. the "
+                       "scheduler's job id)");
+    }
+    const auto cases = select(load_cases(o->paths, registry, o->profile), o->filters, shard);
+    if (cases.empty()) throw InputError("no control matches the filters in this shard");
+
+    // Calibrations of this environment, when the database can tell.
+    auto selected = cases;
+    const auto env = store::detect_environment();
+    std::unique_ptr<store::ResultStore> db;
+    if (!o->no_db) {
+      try {
+        db = std::make_unique<store::ResultStore>(store::conninfo_from_environment());
+      } catch (const std::exception& e) {
+        std::cerr << "kcert: warning: database unavailable, default thresholds and no comparison: " << e.what() << "\n";
+      }
+    }
+    if (db) {
+      const auto cals = db->latest_calibrations(env.fingerprint);
+      if (cals.empty()) {
+        std::cerr << "kcert: no calibration for environment " << env.fingerprint
+                  << ": default variance thresholds (warn_K 2, fail_K 10)\n";
+      }
+      for (auto& tc : selected) {
+        const auto it = cals.find(tc.family);
+        if (it == cals.end()) continue;
+        tc.gates.variance.warn_k = it->second.warn_k;
+        tc.gates.variance.fail_k = it->second.fail_k;
+        tc.calibration = it->second.label();
+      }
+      for (const auto& [family, c] : cals) {
+        std::cerr << fmt::format("kcert: family {}: calibration {} (warn_K {:.4g}, fail_K {:.4g}, {} by {})\n", family,
+                                 c.label(), c.warn_k, c.fail_k, c.created_at, c.created_by);
+      }
+    }
+
+    StorageOptions so;
+    so.db = !o->no_db;
+    so.force = true;
+    so.run_id = o->run_id;
+    so.profile = o->profile;
+    so.shard_index = shard.index;
+    so.shard_count = shard.count;
+    so.configuration = {{"cases", o->paths}, {"filters", o->filters}, {"replicates", o->replicates}, {"command", "nightly"}};
+    RunStorage storage(so);
+    engine::RunOptions options;
+    if (o->replicates > 0) options.replicates = o->replicates;
+    const auto results = run_cases(selected, registry, options, o->quiet,
+                                   [&](const std::vector<engine::CaseResult>& done) { storage.store(done.back()); });
+    storage.finish("finished");
+    const auto& run_id = storage.run().run_id;
+    const auto dir = o->report_dir.empty() ? ".kcert/reports/" + run_id : o->report_dir;
+
+    if (db && storage.database_ok()) {
+      const auto summary = db->run_summary(run_id);
+      if (summary && static_cast<int>(summary->shards_finished.size()) < summary->shard_count) {
+        std::cout << fmt::format("shard {}/{} of run {} stored ({} control(s)); {} of {} shard(s) have reported. The last "
+                                 "shard prints the merged table; or run: kcert nightly --finish {}\n",
+                                 shard.index + 1, shard.count, run_id, results.size(), summary->shards_finished.size(),
+                                 summary->shard_count, run_id);
+        bool error = false;
+        for (const auto& r : results) error |= !r.error.empty();
+        if (error) throw ExitWith(exit_input_error);
+        return;
+      }
+      const int code = report(from_database(*db, run_id), dir, o->quiet);
+      if (code != exit_ok) throw ExitWith(code);
+      return;
+    }
+    // No database: this process's own results, nothing to compare with.
+    NightlyData d;
+    d.run_id = run_id;
+    d.profile = o->profile;
+    d.shard_count = shard.count;
+    d.source = "spool (" + storage.spool_path() + ")";
+    d.environments = {env.fingerprint};
+    d.previous_note = "not compared: no database";
+    for (const auto& r : results) {
+      d.documents.push_back(store::to_json(r));
+      d.khat[r.testcase.id] = r.variance.khat;
+    }
+    const int code = report(d, dir, o->quiet);
+    if (code != exit_ok) throw ExitWith(code);
+  });
+}
+
+}  // namespace kcert::cli

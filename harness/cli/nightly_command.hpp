@@ -1,0 +1,13 @@
+#pragma once
+#include <CLI/CLI.hpp>
+
+#include "harness/kernels/registry.hpp"
+
+namespace kcert::cli {
+
+// `kcert nightly`: the control suite stored, compared with the last run, and reported.
+void register_nightly_command(CLI::App& app, kernels::Registry& registry);
+// `kcert calibrate`: variance thresholds per family from stored positive controls.
+void register_calibrate_command(CLI::App& app);
+
+}  // namespace kcert::cli

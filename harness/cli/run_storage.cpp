@@ -1,0 +1,75 @@
+#include "harness/cli/run_storage.hpp"
+
+#include <iostream>
+
+namespace kcert::cli {
+
+RunStorage::RunStorage(const StorageOptions& o) : wanted_db_(o.db) {
+  if (!o.db && o.spool.empty() && !o.force) return;
+  run_.emplace();
+  run_->run_id = o.run_id.empty() ? store::new_run_id() : o.run_id;
+  run_->started_at = store::utc_now_iso();
+  run_->kcert_version = KCERT_VERSION;
+  run_->git_revision = KCERT_GIT_REVISION;
+  run_->profile = o.profile;
+  run_->shard_index = o.shard_index;
+  run_->shard_count = o.shard_count;
+  run_->configuration = o.configuration;
+  run_->environment = store::detect_environment();
+  const std::string suffix = o.shard_count > 1 ? "-shard" + std::to_string(o.shard_index + 1) : "";
+  const std::string path = o.spool.empty() ? ".kcert/spool/" + run_->run_id + suffix + ".jsonl" : o.spool;
+  spool_ = std::make_unique<store::SpoolWriter>(path);
+  run_record_ = store::run_record(*run_);
+  spool_->append(run_record_);
+  std::cerr << "kcert: run " << run_->run_id
+            << (o.shard_count > 1 ? " shard " + std::to_string(o.shard_index + 1) + "/" + std::to_string(o.shard_count) : "")
+            << ", environment " << run_->environment.fingerprint << ", spool " << path << "\n";
+  if (!o.db) return;
+  try {
+    db_ = std::make_unique<store::ResultStore>(store::conninfo_from_environment());
+    db_->store_run(run_record_);
+    std::cerr << "kcert: storing results in " << db_->describe() << "\n";
+  } catch (const std::exception& e) {
+    database_down(e.what());
+  }
+}
+
+const std::string& RunStorage::spool_path() const { return spool_->path(); }
+
+void RunStorage::store(const engine::CaseResult& result) {
+  if (!spool_) return;
+  const auto rec = store::result_record(*run_, result);
+  spool_->append(rec);
+  if (!db_) return;
+  try {
+    db_->store_result(run_record_, rec);
+  } catch (const std::exception& e) {
+    database_down(e.what());
+  }
+}
+
+void RunStorage::finish(const std::string& status) {
+  if (!spool_) return;
+  const auto rec = store::finish_record(*run_, status);
+  spool_->append(rec);
+  if (db_) {
+    try {
+      db_->store_finish(rec);
+    } catch (const std::exception& e) {
+      database_down(e.what());
+    }
+  }
+  if (db_) {
+    std::cerr << "kcert: run " << run_->run_id << " stored in the database\n";
+  } else if (wanted_db_) {
+    std::cerr << "kcert: the database was unavailable; every result is in " << spool_->path()
+              << "; upload it later with: kcert upload " << spool_->path() << "\n";
+  }
+}
+
+void RunStorage::database_down(const std::string& why) {
+  std::cerr << "kcert: warning: database write failed, continuing with the spool only: " << why << "\n";
+  db_.reset();
+}
+
+}  // namespace kcert::cli

@@ -1,0 +1,49 @@
+#pragma once
+// Storage of a run: the spool first (fsync'ed per record), then the database when asked
+// for and reachable. A database failure is reported once and the run goes on spooling, so
+// an outage loses nothing (`kcert upload` replays the spool later).
+#include <nlohmann/json.hpp>
+
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "harness/engine/case_result.hpp"
+#include "harness/store/postgres.hpp"
+#include "harness/store/spool.hpp"
+
+namespace kcert::cli {
+
+struct StorageOptions {
+  bool db = false;
+  std::string spool;   // default with db: .kcert/spool/RUN_ID.jsonl
+  std::string run_id;  // default: a new one
+  std::string profile;
+  int shard_index = 0;  // 0-based
+  int shard_count = 1;
+  nlohmann::json configuration = nlohmann::json::object();
+  bool force = false;  // spool even without db (nightly always spools)
+};
+
+class RunStorage {
+ public:
+  explicit RunStorage(const StorageOptions& o);
+  void store(const engine::CaseResult& result);
+  void finish(const std::string& status);
+
+  bool active() const { return spool_ != nullptr; }
+  bool database_ok() const { return db_ != nullptr; }
+  const store::RunInfo& run() const { return *run_; }
+  const std::string& spool_path() const;
+
+ private:
+  void database_down(const std::string& why);
+
+  std::optional<store::RunInfo> run_;
+  nlohmann::json run_record_;
+  std::unique_ptr<store::SpoolWriter> spool_;
+  std::unique_ptr<store::ResultStore> db_;
+  bool wanted_db_ = false;
+};
+
+}  // namespace kcert::cli

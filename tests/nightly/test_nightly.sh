@@ -1,0 +1,102 @@
+#!/usr/bin/env bash
+# kcert nightly and kcert calibrate against the real PostgreSQL of the CTest fixture:
+# a run in two shards merges to the same table as one unsharded run; --finish refuses an
+# incomplete run; a calibration applied changes the thresholds the next run records;
+# exit statuses 0, 1 and 2 are each provoked; a database outage still yields a report.
+#   test_nightly.sh KCERT_BINARY SOURCE_DIR PG_DIR
+set -euo pipefail
+kcert=$1 src=$2 pgdir=$3
+py=/usr/bin/python3
+work=$(mktemp -d /tmp/kcert-nightly-test.XXXXXX)
+cleanup() { rm -rf "$work"; [[ -n ${base:-} ]] && psql "$base" -qAtc "DROP DATABASE IF EXISTS $db" >/dev/null 2>&1 || true; }
+trap cleanup EXIT
+cd "$work"
+
+base=$(cat "$pgdir/conninfo")
+db=kcert_nightly_$$
+psql "$base" -qAtc "DROP DATABASE IF EXISTS $db" >/dev/null 2>&1
+psql "$base" -qAtc "CREATE DATABASE $db" >/dev/null
+export KCERT_DB="${base/dbname=kcert/dbname=$db}"
+"$kcert" db migrate >/dev/null
+
+fail() { echo "FAILED: $*" >&2; exit 1; }
+expect_status() {  # expect_status CODE command...
+  local want=$1; shift
+  set +e; "$@" >"$work/out.txt" 2>"$work/err.txt"; local got=$?; set -e
+  [[ $got -eq $want ]] || { cat "$work/out.txt" "$work/err.txt" >&2; fail "exit $got, expected $want: $*"; }
+}
+sql() { psql "$KCERT_DB" -qAtc "$1"; }
+# The verdict table of a report: (id, gates, U) per control, and the falsifiability counts.
+table() {
+  "$py" - "$1" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+rows = sorted((r["id"], r["verdict"], r["gates"]["algebra"]["verdict"], r["gates"]["bias"]["verdict"],
+               r["gates"]["variance"]["verdict"], str(r["gates"]["variance"]["U"])) for r in d["results"])
+print(json.dumps({"rows": rows, "falsifiability": d["falsifiability"]}, sort_keys=True))
+PY
+}
+
+cases=(--profile smoke --filter rmsnorm "$src/testcases")
+
+# 1. One unsharded run.
+expect_status 0 "$kcert" nightly "${cases[@]}" --run-id whole --report whole --quiet
+grep -q "every control behaved as expected" whole/summary.md || fail "summary of the unsharded run"
+[[ $(ls whole/tails | wc -l) -ge 8 ]] || fail "per-control tail data missing"
+
+# 2. The same suite in two shards of one run; the second completes it and prints the table.
+expect_status 0 "$kcert" nightly "${cases[@]}" --shard 1/2 --run-id split --report split --quiet
+grep -q "1 of 2 shard(s) have reported" "$work/out.txt" || fail "first shard should wait for the second"
+[[ $(sql "SELECT status FROM run WHERE id = 'split'") == running ]] || fail "run closed too early"
+expect_status 0 "$kcert" nightly "${cases[@]}" --shard 2/2 --run-id split --report split --quiet
+[[ $(sql "SELECT status FROM run WHERE id = 'split'") == finished ]] || fail "run not closed by its last shard"
+[[ $(sql "SELECT count(DISTINCT shard_index) FROM result WHERE run_id = 'split'") == 2 ]] || fail "both shards stored"
+[[ "$(table whole/results.json)" == "$(table split/results.json)" ]] || fail "sharded table differs from the unsharded one"
+expect_status 0 "$kcert" nightly --finish split --report split-again --quiet
+[[ "$(table whole/results.json)" == "$(table split-again/results.json)" ]] || fail "--finish table differs"
+grep -q "compared with" split-again/summary.md || fail "no comparison with the previous run"
+
+# 3. --finish refuses a run whose shards have not all reported (exit 2).
+expect_status 0 "$kcert" nightly "${cases[@]}" --shard 1/3 --run-id partial --quiet
+expect_status 2 "$kcert" nightly --finish partial
+grep -q "shard(s) 2, 3 of 3 have not reported" "$work/err.txt" || fail "missing shards not named"
+
+# 4. Calibration: rmsnorm has three positives (calibrated), residual_rmsnorm one (refused).
+expect_status 0 "$kcert" calibrate --profile smoke
+grep -q "rmsnorm .* calibrated" "$work/out.txt" || fail "rmsnorm should be calibrated"
+grep -q "residual_rmsnorm .*refused: 1 positive control" "$work/out.txt" || fail "residual_rmsnorm should be refused"
+grep -q "dry run" "$work/out.txt" || fail "calibrate without --apply must not store"
+[[ $(sql "SELECT count(*) FROM calibration") == 0 ]] || fail "dry run stored a calibration"
+expect_status 0 "$kcert" calibrate --profile smoke --apply --by ctest
+[[ $(sql "SELECT count(*) FROM calibration WHERE family = 'rmsnorm' AND created_by = 'ctest'") == 1 ]] || fail "calibration not stored"
+warn=$(sql "SELECT warn_k FROM calibration WHERE family = 'rmsnorm'")
+expect_status 0 "$kcert" calibrate --history
+grep -q "cal-1" "$work/out.txt" || fail "history does not list cal-1"
+set +e; "$kcert" nightly "${cases[@]}" --run-id after-cal --report after-cal --quiet >/dev/null 2>"$work/err.txt"; set -e
+grep -q "calibration cal-1" "$work/err.txt" || fail "the run does not say which calibration it uses"
+[[ $(sql "SELECT count(*) FROM result r JOIN testcase t ON t.id = r.testcase_id JOIN calibration c ON c.family = t.family
+          WHERE r.run_id = 'after-cal' AND t.family = 'rmsnorm' AND r.calibration = 'cal-' || c.id
+          AND (r.thresholds->>'warn_K')::float8 = c.warn_k AND (r.thresholds->>'fail_K')::float8 = c.fail_k") -ge 8 ]] \
+  || fail "rmsnorm results do not record cal-1 and its thresholds (warn_K $warn)"
+[[ $(sql "SELECT count(*) FROM result r JOIN testcase t ON t.id = r.testcase_id
+          WHERE r.run_id = 'after-cal' AND t.family = 'residual_rmsnorm' AND r.calibration IS NULL") -ge 1 ]] || fail "uncalibrated family"
+
+# 5. Exit 1: a control whose verdicts differ from its YAML expectation.
+mkdir -p bad-expect
+sed 's/^  bias: .*/  bias: PASS/; s/^id: .*/id: n1_wrong_expectation/' \
+  "$src/testcases/negative/rmsnorm/n1_gemma_rmsnorm_offset_bf16.yaml" > bad-expect/n1.yaml
+grep -q "bias: PASS" bad-expect/n1.yaml || fail "test setup: expectation not rewritten"
+expect_status 1 "$kcert" nightly bad-expect --profile smoke --quiet
+grep -q "differ from the YAML expectations" "$work/out.txt" || fail "exit 1 without the reason"
+
+# 6. Exit 2: a malformed control, and a bad --shard.
+mkdir -p malformed && printf 'schema: 1\nid: [unclosed\n' > malformed/x.yaml
+expect_status 2 "$kcert" nightly malformed
+expect_status 2 "$kcert" nightly "${cases[@]}" --shard 3/2 --run-id x
+
+# 7. Database outage: results stay in the spool, the report is written, exit 0.
+KCERT_DB="host=$work/nowhere dbname=kcert" expect_status 0 "$kcert" nightly "${cases[@]}" --report outage --quiet
+grep -q "results read from the spool" outage/summary.md || fail "outage report"
+grep -q "kcert upload" "$work/err.txt" || fail "outage must say how to upload later"
+
+echo "nightly tests passed"
