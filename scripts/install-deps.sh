@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Installs (idempotently) every Debian 12 package that kcert's build, tests and nightly need.
 # Safe to run repeatedly: packages already present are skipped without touching apt.
+#   scripts/install-deps.sh           # build, nightly
+#   scripts/install-deps.sh --tests   # also what only the tests need (a local Slurm)
 set -euo pipefail
 
 PACKAGES=(
@@ -16,6 +18,11 @@ PACKAGES=(
   # independent reference implementation used to regenerate statistics fixtures
   python3 python3-scipy python3-numpy
 )
+if [[ ${1:-} == --tests ]]; then
+  # The Slurm job-array test starts a private single-node cluster (scripts/slurm/local-cluster.sh).
+  # Not installed for the nightly alone: on a systemd machine the packages enable services.
+  PACKAGES+=(slurmctld slurmd slurm-client munge)
+fi
 
 missing=()
 for p in "${PACKAGES[@]}"; do

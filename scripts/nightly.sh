@@ -3,12 +3,14 @@
 #
 #   scripts/nightly.sh                    # local PostgreSQL under .kcert/postgres when KCERT_DB is unset
 #   KCERT_DB=postgresql://... scripts/nightly.sh
-#   scripts/nightly.sh --profile smoke    # extra arguments go to `kcert run`
+#   scripts/nightly.sh --profile smoke    # extra arguments go to `kcert nightly`
+#   scripts/nightly.sh --shard 2/4 --run-id nightly-42   # one shard of a run (docs/operations.md)
 #
-# Status: the nightly command of its own (falsifiability table, shards, calibration, report
-# folder) is not built yet. Until it lands this runs `kcert run testcases --db --expect` over
-# the controls written so far: every result is spooled under .kcert/spool, then stored.
-# Exit status: 0 every control behaved as its YAML expects, 1 one did not, 2 harness error.
+# Runs `kcert nightly testcases`: every result is spooled under .kcert/spool, stored in
+# PostgreSQL, compared with the last run in this environment, and reported under
+# .kcert/reports/RUN_ID/ (summary.md, results.json, tails/).
+# Exit status (kcert nightly's): 0 every control behaved as expected, 1 a negative escaped,
+# a positive FAILed or a verdict flipped, 2 harness or input error.
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -33,6 +35,6 @@ fi
 "$BUILD/kcert" db migrate
 
 status=0
-"$BUILD/kcert" run "$ROOT/testcases" --db --expect "$@" || status=$?
-echo "nightly.sh: results are in the database (kcert history CASE) and spooled under .kcert/spool/"
+"$BUILD/kcert" nightly "$ROOT/testcases" "$@" || status=$?
+echo "nightly.sh: report under $ROOT/.kcert/reports/ (newest: $(ls -1t "$ROOT/.kcert/reports" 2>/dev/null | head -1)); results in the database (kcert history CASE), spool under .kcert/spool/"
 exit $status

@@ -10,7 +10,7 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 BUILD="${KCERT_BUILD_DIR:-$ROOT/build}"
 JOBS="${KCERT_JOBS:-$(nproc)}"
 
-"$ROOT/scripts/install-deps.sh"
+"$ROOT/scripts/install-deps.sh" --tests
 
 start=$(date +%s)
 cmake -S "$ROOT" -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo

@@ -33,6 +33,7 @@ struct NightlyOptions {
   std::string report_dir;
   std::string finish;
   std::uint64_t replicates = 0;
+  std::string device = "cpu";
   bool no_db = false;
   bool quiet = false;
 };
@@ -276,6 +277,7 @@ void register_nightly_command(CLI::App& app, kernels::Registry& registry) {
   cmd->add_option("--report", o->report_dir, "report folder (default .kcert/reports/RUN_ID)");
   cmd->add_option("--finish", o->finish, "print the merged table and report of a (sharded) run from the database");
   cmd->add_option("--replicates", o->replicates, "override R for every control");
+  cmd->add_option("--device", o->device, "where kernels run")->check(CLI::IsMember({"cpu", "cuda"}))->capture_default_str();
   cmd->add_flag("--no-db", o->no_db, "spool only; table and report from this process's results, no comparison");
   cmd->add_flag("--quiet", o->quiet, "no progress lines, no console table (the report is still written)");
   cmd->callback([o, &registry]() {
@@ -307,6 +309,18 @@ void register_nightly_command(CLI::App& app, kernels::Registry& registry) {
         std::cerr << "kcert: warning: database unavailable, default thresholds and no comparison: " << e.what() << "\n";
       }
     }
+    if (db && !o->run_id.empty()) {
+      // A run id names one run: refuse to add to a closed run or to repeat a shard.
+      if (const auto existing = db->run_summary(o->run_id)) {
+        if (existing->status != "running") {
+          throw InputError("run " + o->run_id + " is already " + existing->status + "; choose a new --run-id");
+        }
+        const auto& done = existing->shards_finished;
+        if (std::find(done.begin(), done.end(), shard.index) != done.end()) {
+          throw InputError(fmt::format("shard {}/{} of run {} has already reported", shard.index + 1, shard.count, o->run_id));
+        }
+      }
+    }
     if (db) {
       const auto cals = db->latest_calibrations(env.fingerprint);
       if (cals.empty()) {
@@ -333,10 +347,11 @@ void register_nightly_command(CLI::App& app, kernels::Registry& registry) {
     so.profile = o->profile;
     so.shard_index = shard.index;
     so.shard_count = shard.count;
-    so.configuration = {{"cases", o->paths}, {"filters", o->filters}, {"replicates", o->replicates}, {"command", "nightly"}};
+    so.configuration = {{"cases", o->paths}, {"filters", o->filters}, {"replicates", o->replicates}, {"device", o->device}, {"command", "nightly"}};
     RunStorage storage(so);
     engine::RunOptions options;
     if (o->replicates > 0) options.replicates = o->replicates;
+    options.device = o->device;
     const auto results = run_cases(selected, registry, options, o->quiet,
                                    [&](const std::vector<engine::CaseResult>& done) { storage.store(done.back()); });
     storage.finish("finished");

@@ -56,10 +56,16 @@ expect_status 0 "$kcert" nightly --finish split --report split-again --quiet
 [[ "$(table whole/results.json)" == "$(table split-again/results.json)" ]] || fail "--finish table differs"
 grep -q "compared with" split-again/summary.md || fail "no comparison with the previous run"
 
+# A run id names one run: a finished run and a shard that already reported are refused.
+expect_status 2 "$kcert" nightly "${cases[@]}" --run-id whole --quiet
+grep -q "run whole is already finished" "$work/err.txt" || fail "reusing a finished run id"
+
 # 3. --finish refuses a run whose shards have not all reported (exit 2).
 expect_status 0 "$kcert" nightly "${cases[@]}" --shard 1/3 --run-id partial --quiet
 expect_status 2 "$kcert" nightly --finish partial
 grep -q "shard(s) 2, 3 of 3 have not reported" "$work/err.txt" || fail "missing shards not named"
+expect_status 2 "$kcert" nightly "${cases[@]}" --shard 1/3 --run-id partial --quiet
+grep -q "shard 1/3 of run partial has already reported" "$work/err.txt" || fail "a repeated shard"
 
 # 4. Calibration: rmsnorm has three positives (calibrated), residual_rmsnorm one (refused).
 expect_status 0 "$kcert" calibrate --profile smoke
