@@ -61,6 +61,7 @@ int main(int argc, char** argv) {
   kcert::cli::register_suite_command(app, registry);
   kcert::cli::register_nightly_command(app, registry);
   kcert::cli::register_calibrate_command(app);
+  kcert::cli::register_controls_doc_command(app, registry);
   kcert::cli::register_list_command(app, registry);
   kcert::cli::register_db_commands(app);
   kcert::cli::register_tail_fit_command(app);

@@ -9,5 +9,7 @@ namespace kcert::cli {
 void register_nightly_command(CLI::App& app, kernels::Registry& registry);
 // `kcert calibrate`: variance thresholds per family from stored positive controls.
 void register_calibrate_command(CLI::App& app);
+// `kcert controls-doc`: docs/controls.md from the control YAML files and measured results.
+void register_controls_doc_command(CLI::App& app, kernels::Registry& registry);
 
 }  // namespace kcert::cli

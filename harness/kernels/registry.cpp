@@ -106,6 +106,8 @@ void register_builtin_families(Registry& registry) {
   register_qkv_rope_family(registry);
   register_loss_family(registry);
   register_router_family(registry);
+  register_attention_family(registry);
+  register_moe_combine_family(registry);
 }
 
 }  // namespace kcert::kernels

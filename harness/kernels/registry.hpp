@@ -104,5 +104,7 @@ void register_residual_rmsnorm_family(Registry& registry);
 void register_qkv_rope_family(Registry& registry);
 void register_loss_family(Registry& registry);
 void register_router_family(Registry& registry);
+void register_attention_family(Registry& registry);
+void register_moe_combine_family(Registry& registry);
 
 }  // namespace kcert::kernels

@@ -12,6 +12,9 @@
 #include "harness/kernels/probe.hpp"
 #include "harness/kernels/registry.hpp"
 
+#include <limits>
+#include <tuple>
+
 namespace kcert::kernels {
 
 namespace {
@@ -33,6 +36,102 @@ torch::Tensor softmax_topk_renormalized(const torch::Tensor& logits, int64_t k) 
 
 int64_t top_k(const KernelInputs& in) { return in.at("top_k").item<int64_t>(); }
 
+// The k largest entries of p per row: (values, indices), with the selection rule named.
+std::pair<torch::Tensor, torch::Tensor> select_topk(const torch::Tensor& p, int64_t k, const std::string& rule) {
+  if (rule == "topk") {
+    auto [v, i] = p.topk(k, -1);
+    return {v, i};
+  }
+  if (rule == "stable_sort") {  // descending, ties to the lowest expert id (#28)
+    auto [v, i] = at::sort(p, /*stable=*/true, -1, /*descending=*/true);
+    return {v.narrow(-1, 0, k), i.narrow(-1, 0, k)};
+  }
+  if (rule == "argmax_rounds") {  // k rounds of argmax, record, mask to -inf (#7)
+    auto work = p.clone();
+    std::vector<torch::Tensor> vs, is;
+    for (int64_t r = 0; r < k; ++r) {
+      auto [v, i] = work.max(-1, true);
+      vs.push_back(v);
+      is.push_back(i);
+      work.scatter_(-1, i, -std::numeric_limits<double>::infinity());
+    }
+    return {torch::cat(vs, -1), torch::cat(is, -1)};
+  }
+  if (rule == "stable_sort_high_id") {  // ties to the highest expert id (M6)
+    const auto e = p.size(-1);
+    auto [v, i] = at::sort(p.flip(-1), /*stable=*/true, -1, /*descending=*/true);
+    return {v.narrow(-1, 0, k), (e - 1) - i.narrow(-1, 0, k)};
+  }
+  throw std::invalid_argument("unknown selection rule " + rule);
+}
+
+// The parametric router every MoE control is a parameter change of (M1, M3-M7, #6, #7,
+// #28, #29): logits precision, scoring, order of softmax and top-k, renormalization,
+// correction bias, routed scaling, tie rule.
+torch::Tensor configurable_router(const KernelInputs& in, const Precision& p, const ParamMap& prm) {
+  const auto k = top_k(in);
+  const auto& logits_in = prm.string("logits");
+  torch::Tensor l;
+  if (logits_in == "fp32") {
+    l = torch::matmul(p.up(in.at("h")), p.up(in.at("W_router")).t());
+  } else if (logits_in == "tf32") {
+    l = torch::matmul(p.tf32(p.up(in.at("h"))), p.tf32(p.up(in.at("W_router"))).t());
+  } else {  // "w": the router GEMM's result rounded to W (F.linear on bf16 tensors), M5
+    l = p.up(p.round_w(torch::matmul(p.up(in.at("h")), p.up(p.round_w(p.up(in.at("W_router")))).t())));
+  }
+  const auto& scoring = prm.string("scoring");
+  const auto& order = prm.string("order");
+  const auto& rule = prm.string("selection");
+  torch::Tensor w, idx;
+  if (scoring == "sigmoid") {
+    // DeepSeek-V3: sigmoid scores, the correction bias steers selection only (M4 gathers
+    // from score + b when bias_in_weights).
+    const auto s = torch::sigmoid(l);
+    const auto b = p.up(in.at("correction_bias"));
+    std::tie(std::ignore, idx) = select_topk(s + b, k, rule);
+    w = (prm.boolean("bias_in_weights") ? s + b : s).gather(-1, idx);
+  } else if (order == "topk_softmax") {
+    // top-k on the logits, softmax over the k selected (M1 with k = 1: the weight is 1).
+    torch::Tensor v;
+    std::tie(v, idx) = select_topk(l, k, rule);
+    w = torch::softmax(v, -1);
+  } else {
+    auto probs = prm.string("softmax") == "fused_dtype"
+                     ? (p.is_exact() ? at::softmax(l, -1) : at::softmax(p.round_w(l), -1, torch::kFloat))  // #6
+                     : torch::exp(l - std::get<0>(l.max(-1, true))) /
+                           torch::exp(l - std::get<0>(l.max(-1, true))).sum(-1, true);
+    if (prm.boolean("round_probabilities")) probs = p.up(p.round_w(probs));  // M5 variant / M6 ties
+    std::tie(w, idx) = select_topk(probs, k, rule);
+  }
+  if (prm.boolean("renormalize") && order != "topk_softmax") w = w / w.sum(-1, true);
+  const double rsf = prm.number("routed_scaling");
+  // M7: the scaling multiply nested in the renormalize branch is lost when renorm is off.
+  if (!(prm.boolean("scaling_only_with_renorm") && !prm.boolean("renormalize"))) w = w * rsf;
+  const auto dense_shape = l.sizes();
+  return p.round_w(torch::zeros(dense_shape, w.options()).scatter(-1, idx, w));
+}
+
+const std::vector<ParamSpec> kRouterParams = {
+    {"logits", ParamType::string, ParamValue{std::string("fp32")}, std::nullopt, std::nullopt, {"fp32", "tf32", "w"},
+     "router GEMM: fp32 operands and result, TF32 operands, or result rounded to W"},
+    {"scoring", ParamType::string, ParamValue{std::string("softmax")}, std::nullopt, std::nullopt, {"softmax", "sigmoid"},
+     "softmax over experts (Mixtral) or sigmoid scores with a selection-only correction bias (DeepSeek-V3)"},
+    {"order", ParamType::string, ParamValue{std::string("softmax_topk")}, std::nullopt, std::nullopt,
+     {"softmax_topk", "topk_softmax"}, "softmax then top-k, or top-k on logits then softmax over the k"},
+    {"softmax", ParamType::string, ParamValue{std::string("manual")}, std::nullopt, std::nullopt, {"manual", "fused_dtype"},
+     "exp(l - max)/sum in the accumulation dtype, or at::softmax(W logits, dtype=float) (#6)"},
+    {"selection", ParamType::string, ParamValue{std::string("topk")}, std::nullopt, std::nullopt,
+     {"topk", "stable_sort", "argmax_rounds", "stable_sort_high_id"}, "how the k experts are chosen (tie rules)"},
+    {"renormalize", ParamType::boolean, ParamValue{true}, std::nullopt, std::nullopt, {}, "divide the k weights by their sum"},
+    {"round_probabilities", ParamType::boolean, ParamValue{false}, std::nullopt, std::nullopt, {},
+     "round the probabilities to W before the top-k"},
+    {"bias_in_weights", ParamType::boolean, ParamValue{false}, std::nullopt, std::nullopt, {},
+     "sigmoid scoring: gather the weights from score + correction bias (M4)"},
+    {"routed_scaling", ParamType::number, ParamValue{1.0}, 0.0, std::nullopt, {}, "routed_scaling_factor"},
+    {"scaling_only_with_renorm", ParamType::boolean, ParamValue{false}, std::nullopt, std::nullopt, {},
+     "apply routed_scaling only inside the renormalize branch (M7)"},
+};
+
 std::vector<Variant> router_variants() {
   std::vector<Variant> v;
   v.push_back(variant("fp32_softmax_topk_renorm",
@@ -49,6 +148,10 @@ std::vector<Variant> router_variants() {
                         const auto logits = torch::matmul(p.tf32(p.up(in.at("h"))), p.tf32(p.up(in.at("W_router"))).t());
                         return p.round_w(softmax_topk_renormalized(logits, top_k(in)));
                       }));
+  v.push_back(builtin_variant("configurable",
+                              "parametric router: logits precision, scoring, softmax/top-k order, selection rule, "
+                              "renormalization, correction bias, routed scaling (M1, M3-M7, #6, #7, #28, #29)",
+                              kRouterParams, configurable_router));
   return v;
 }
 
@@ -61,6 +164,9 @@ KernelInputs make_fixed(const ProbeContract& probe, std::uint64_t seed) {
   KernelInputs fixed;
   fixed.set("W_router", w);
   fixed.set("top_k", torch::tensor(probe.params.integer("router.top_k"), torch::kInt64));
+  // DeepSeek-V3's load-balancing bias: fixed per expert, U(-spread, spread), fp32.
+  const double spread = probe.params.number("router.correction_bias");
+  fixed.set("correction_bias", (at::rand({experts}, gen, torch::TensorOptions().dtype(torch::kFloat32)) * 2.0 - 1.0) * spread);
   return fixed;
 }
 
@@ -76,6 +182,8 @@ void register_router_family(Registry& registry) {
       {"shape.hidden", ParamType::integer, ParamValue{std::int64_t{1024}}, 1.0, std::nullopt, {}, "model width"},
       {"shape.experts", ParamType::integer, ParamValue{std::int64_t{64}}, 2.0, std::nullopt, {}, "routed experts E"},
       {"router.top_k", ParamType::integer, ParamValue{std::int64_t{4}}, 1.0, std::nullopt, {}, "experts per token k"},
+      {"router.correction_bias", ParamType::number, ParamValue{0.0}, 0.0, std::nullopt, {},
+       "spread of the per-expert correction bias b ~ U(-spread, spread) (sigmoid scoring)"},
       {"router.weight_dtype", ParamType::string, ParamValue{std::string("fp32")}, std::nullopt, std::nullopt,
        {"fp32", "w"}, "fp32: the gate weight kept in fp32; w: rounded to the working dtype"},
   };

@@ -122,7 +122,7 @@ TEST_CASE("a typo inside a profile fails even when another profile is requested"
 
 TEST_CASE("unknown families and variants list what is available", "[loader]") {
   CHECK_THROWS_WITH(parse(edit("family: rmsnorm", "family: rmsnrom")),
-                    Catch::Contains("family: no family 'rmsnrom' is registered (available: activation, glu, layernorm, linear, loss, qkv_rope, residual_rmsnorm, rmsnorm, rope, router)"));
+                    Catch::Contains("family: no family 'rmsnrom' is registered (available: activation, attention, glu, layernorm, linear, loss, moe_combine, qkv_rope, residual_rmsnorm, rmsnorm, rope, router)"));
   CHECK_THROWS_WITH(parse(edit("variant: gemma}", "variant: gemma_fast}")),
                     Catch::Contains("reference.variant: family 'rmsnorm' has no variant 'gemma_fast' (available: "));
   CHECK_THROWS_WITH(parse(edit("variant: gemma}", "variant: gemma, params: {epsilon: 1}}")),
