@@ -53,6 +53,20 @@ BiasStatisticResult judge(const stats::BucketMoments& m, const std::vector<doubl
     if (b.verdict != Verdict::pass && out.flagged.size() < 64) out.flagged.push_back(b);
   }
   out.top.assign(all.begin(), all.begin() + static_cast<std::ptrdiff_t>(std::min<std::size_t>(5, all.size())));
+  std::vector<std::pair<double, double>> sig;
+  for (const auto& b : all) {
+    if (std::fabs(b.z) > t.z_star) sig.emplace_back(b.effect, b.ulp_effect);
+  }
+  std::sort(sig.begin(), sig.end(), [](const auto& a, const auto& b) {
+    return a.first != b.first ? a.first > b.first : a.second > b.second;
+  });
+  double best_ulp = -1.0;
+  for (const auto& pt : sig) {
+    if (pt.second > best_ulp) {
+      out.frontier.push_back(pt);
+      best_ulp = pt.second;
+    }
+  }
   return out;
 }
 

@@ -52,6 +52,11 @@ struct BiasStatisticResult {
   double max_ulp_effect = 0.0;
   std::vector<BucketReport> flagged;  // FAIL and WARN buckets by |z|, at most 64
   std::vector<BucketReport> top;      // the 5 buckets with the largest |z|
+  // (standardized effect, ULP effect) of the significant buckets (|z| > z*) that no other
+  // significant bucket exceeds in both: under floors (s_min, c) the statistic FAILs iff
+  // some point exceeds both, so the floors can be re-chosen from stored results
+  // (docs/bias-floors.md) without re-running kernels. Largest effect first.
+  std::vector<std::pair<double, double>> frontier;
 };
 
 struct BiasResult {

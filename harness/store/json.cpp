@@ -89,12 +89,14 @@ nlohmann::json to_json(const gates::BucketReport& b) {
 }
 
 nlohmann::json to_json(const gates::BiasStatisticResult& s) {
-  nlohmann::json flagged = nlohmann::json::array(), top = nlohmann::json::array();
+  nlohmann::json flagged = nlohmann::json::array(), top = nlohmann::json::array(), frontier = nlohmann::json::array();
   for (const auto& b : s.flagged) flagged.push_back(to_json(b));
   for (const auto& b : s.top) top.push_back(to_json(b));
+  for (const auto& [e, u] : s.frontier) frontier.push_back({json_number(e), json_number(u)});
   return {{"verdict", verdict(s.verdict)}, {"deciding", s.deciding}, {"fail_buckets", s.fail_buckets},
           {"warn_buckets", s.warn_buckets}, {"max_abs_z", json_number(s.max_abs_z)},
-          {"max_ulp_effect", json_number(s.max_ulp_effect)}, {"flagged", flagged}, {"top", top}};
+          {"max_ulp_effect", json_number(s.max_ulp_effect)}, {"flagged", flagged}, {"top", top},
+          {"frontier", frontier}};
 }
 
 nlohmann::json expectation_json(const testcase::Expectation& e) {

@@ -12,6 +12,8 @@ using kcert::stats::decide_bucket;
 using kcert::stats::Verdict;
 
 namespace {
+// The method's starting floors, spelled out: these tests check the decision rule, not the
+// suite-level defaults (test "the shipped floors" below checks those).
 const BiasThresholds kDefaults{5.0, 0.2, 0.05};
 constexpr double kUlp = 0.0078125;  // bf16 at scale 1
 }  // namespace
@@ -104,4 +106,15 @@ TEST_CASE("certified horizon follows rho_min = (z* + z_{1-beta})/sqrt(R)", "[bia
   CHECK(kcert::stats::certified_horizon(4096, 5.0, 0.2).rho_min == Approx((5.0 + z80) / 64.0).epsilon(1e-12));
   CHECK_THROWS(kcert::stats::certified_horizon(0, 5.0));
   CHECK_THROWS(kcert::stats::certified_horizon(10, 5.0, 1.5));
+}
+
+TEST_CASE("the shipped floors are z* 5, s_min 0.2, c 0.3 ULP", "[bias]") {
+  const BiasThresholds shipped;
+  CHECK(shipped.z_star == 5.0);
+  CHECK(shipped.s_min == 0.2);
+  CHECK(shipped.c == 0.3);
+  // The positive #9 reads about 0.24 ULP (effect 5.6): significant but under the floor.
+  CHECK(decide_bucket({1024, 0.24 * kUlp, 0.24 * kUlp / 5.6, kUlp}, shipped).verdict == Verdict::warn);
+  // The Gemma offset defect N1 reads about 0.45 ULP (effect 9): FAIL.
+  CHECK(decide_bucket({1024, 0.45 * kUlp, 0.45 * kUlp / 9.0, kUlp}, shipped).verdict == Verdict::fail);
 }

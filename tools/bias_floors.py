@@ -1,0 +1,99 @@
+#!/usr/bin/python3
+"""The bias gate's floors (s_min, c) re-chosen from stored results, without re-running kernels.
+
+Reads results JSON (`kcert suite --json`, a nightly's results.json) whose bias statistics
+carry `frontier`: the (standardized effect, ULP effect) points of the significant buckets
+(|z| > z*) that no other significant bucket exceeds in both. Under floors (s, c) a statistic
+FAILs iff some point exceeds both, WARNs iff it has significant buckets but no such point,
+PASSes otherwise (method.md §3). Prints, as Markdown:
+  1. per control: the largest standardized and ULP effects of each statistic;
+  2. per candidate (s_min, c): negatives detected, positives FAIL / WARN (combined with the
+     other gates), and which controls change verdict against the current defaults.
+
+    tools/bias_floors.py results.json [--current 0.2 0.05] [--statistic signed|both]
+"""
+import argparse
+import json
+import math
+
+
+def num(x):
+    if isinstance(x, str):
+        return math.inf if x == "inf" else (-math.inf if x == "-inf" else math.nan)
+    return float(x)
+
+
+def verdict_under(stat, s_min, c):
+    frontier = [(num(e), num(u)) for e, u in stat.get("frontier", [])]
+    if not frontier:
+        return "PASS"
+    return "FAIL" if any(e > s_min and u > c for e, u in frontier) else "WARN"
+
+
+ORDER = {"PASS": 0, "WARN": 1, "FAIL": 2}
+
+
+def worst(*vs):
+    return max(vs, key=lambda v: ORDER[v])
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("results", nargs="+")
+    ap.add_argument("--current", nargs=2, type=float, default=[0.2, 0.05], metavar=("S_MIN", "C"))
+    ap.add_argument("--statistic", choices=["signed", "both"], default="signed",
+                    help="signed: the default deciding statistic; both: magnitude decides too")
+    args = ap.parse_args()
+    rows = []
+    for path in args.results:
+        for r in json.load(open(path))["results"]:
+            if "error" in r:
+                continue
+            rows.append(r)
+    rows.sort(key=lambda r: (r["kind"], r["family"], r["id"]))
+
+    def bias(r, s, c):
+        b = r["gates"]["bias"]
+        v = verdict_under(b["signed"], s, c)
+        if args.statistic == "both":
+            v = worst(v, verdict_under(b["magnitude"], s, c))
+        return v
+
+    def overall(r, s, c):
+        g = r["gates"]
+        return worst(g["algebra"]["verdict"], g["variance"]["verdict"], bias(r, s, c))
+
+    print("## Measured bias effects per control\n")
+    print("Largest standardized effect |mean|/sd and ULP effect |mean|/ULP among the significant buckets "
+          "(|z| > z*), each statistic; `-` no significant bucket. Other gates as measured.\n")
+    print("| control | kind | family | signed max \\|z\\| | signed effect | signed ULP | magnitude effect | magnitude ULP "
+          "| algebra | variance |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    for r in rows:
+        b = r["gates"]["bias"]
+        cells = []
+        for st in ("signed", "magnitude"):
+            fr = [(num(e), num(u)) for e, u in b[st].get("frontier", [])]
+            cells += [f"{max(e for e, _ in fr):.3g}", f"{max(u for _, u in fr):.3g}"] if fr else ["-", "-"]
+        z = num(b["signed"]["max_abs_z"])
+        print(f"| `{r['id']}` | {r['kind']} | {r['family']} | {z:.3g} | {cells[0]} | {cells[1]} | {cells[2]} | {cells[3]} "
+              f"| {r['gates']['algebra']['verdict']} | {r['gates']['variance']['verdict']} |")
+
+    s0, c0 = args.current
+    print(f"\n## Candidate floors ({args.statistic} statistic deciding)\n")
+    print("| s_min | c (ULP) | negatives detected | positives FAIL | positives WARN | changes against "
+          f"s_min {s0:g}, c {c0:g} (bias verdict) |")
+    print("|---|---|---|---|---|---|")
+    for s in (0.2, 0.3, 0.5, 1.0, 2.0):
+        for c in (0.05, 0.1, 0.15, 0.2, 0.3):
+            neg = [r for r in rows if r["kind"] == "negative"]
+            pos = [r for r in rows if r["kind"] == "positive"]
+            det = sum(overall(r, s, c) != "PASS" for r in neg)
+            pf = sum(overall(r, s, c) == "FAIL" for r in pos)
+            pw = sum(overall(r, s, c) == "WARN" for r in pos)
+            changes = [f"{r['id']} {bias(r, s0, c0)}→{bias(r, s, c)}" for r in rows if bias(r, s, c) != bias(r, s0, c0)]
+            print(f"| {s:g} | {c:g} | {det}/{len(neg)} | {pf}/{len(pos)} | {pw}/{len(pos)} | {'; '.join(changes) or '-'} |")
+
+
+if __name__ == "__main__":
+    main()
