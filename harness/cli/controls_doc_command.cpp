@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <map>
@@ -99,7 +100,7 @@ void register_controls_doc_command(CLI::App& app, kernels::Registry& registry) {
           throw InputError(path + ": " + e.what());
         }
       }
-      sources.push_back(path);
+      sources.push_back(std::filesystem::path(path).filename().string());
     }
 
     std::ostringstream md;
