@@ -172,3 +172,74 @@ TEST_CASE("the embedding normalizer is 55.5 in bf16 and sqrt(3072) in fp32", "[f
   in.set("x", torch::ones({1, 1, 4}, torch::kFloat64));
   CHECK(run("activation", "embed_scale_w_constant", in, ex)[0][0][0].item<double>() == Approx(std::sqrt(3072.0)).epsilon(1e-15));
 }
+
+TEST_CASE("the configurable router replays M1 M3 M4 and M7 as parameter changes", "[families][router]") {
+  auto p = probe("router", {{"shape.tokens", std::int64_t{16}},
+                            {"shape.hidden", std::int64_t{32}},
+                            {"shape.experts", std::int64_t{8}},
+                            {"router.top_k", std::int64_t{1}},
+                            {"router.correction_bias", 0.3}});
+  auto in = inputs("router", p, 21);
+  KernelInputs in64;
+  for (const auto& [n, t] : in.tensors()) in64.set(n, t.is_floating_point() ? t.to(torch::kFloat64) : t);
+  const auto ex = Precision::exact();
+  const auto param = [](std::map<std::string, kcert::kernels::ParamValue> v) {
+    ParamMap m;
+    for (auto& [k, x] : v) m.set(k, x);
+    return m;
+  };
+  const auto logits = F::linear(in64.at("h")[0], in64.at("W_router"));
+  const auto probs = torch::softmax(logits, -1);
+  // M1: top-1 then softmax gives weight 1; softmax then top-1 gives p_max < 1.
+  const auto m1 = run("router", "configurable", in64, ex, param({{"order", std::string("topk_softmax")}}))[0];
+  CHECK(torch::allclose(m1.sum(-1), torch::ones({16}, torch::kFloat64)));
+  const auto ref1 = run("router", "configurable", in64, ex, param({{"renormalize", false}}))[0];
+  CHECK(torch::allclose(ref1.sum(-1), std::get<0>(probs.max(-1))));
+  // M3 with k = 3: without renormalization the weights sum to the captured mass.
+  p.params.set("router.top_k", std::int64_t{3});
+  in = inputs("router", p, 21);
+  for (const auto& [n, t] : in.tensors()) in64.set(n, t.is_floating_point() ? t.to(torch::kFloat64) : t);
+  const auto m3 = run("router", "configurable", in64, ex, param({{"renormalize", false}}))[0];
+  CHECK(torch::allclose(m3.sum(-1), std::get<0>(probs.topk(3, -1)).sum(-1)));
+  // M4 / M7: sigmoid scores, selection by score + b, weights from the score alone.
+  const auto s = torch::sigmoid(logits);
+  const auto b = in64.at("correction_bias");
+  const auto idx = std::get<1>((s + b).topk(3, -1));
+  const auto ds = run("router", "configurable", in64, ex,
+                      param({{"scoring", std::string("sigmoid")}, {"routed_scaling", 2.5}}))[0];
+  const auto w = s.gather(-1, idx);
+  CHECK(torch::allclose(ds.gather(-1, idx), w / w.sum(-1, true) * 2.5));
+  const auto m4 = run("router", "configurable", in64, ex,
+                      param({{"scoring", std::string("sigmoid")}, {"routed_scaling", 2.5}, {"bias_in_weights", true}}))[0];
+  const auto wb = (s + b).gather(-1, idx);
+  CHECK(torch::allclose(m4.gather(-1, idx), wb / wb.sum(-1, true) * 2.5));
+  const auto m7 = run("router", "configurable", in64, ex,
+                      param({{"scoring", std::string("sigmoid")}, {"routed_scaling", 2.5}, {"renormalize", false},
+                             {"scaling_only_with_renorm", true}}))[0];
+  CHECK(torch::allclose(m7.gather(-1, idx), w));  // the 2.5 is lost
+}
+
+TEST_CASE("moe combine structures agree with dense masking under fp64", "[families][moe_combine]") {
+  const auto p = probe("moe_combine", {{"shape.tokens", std::int64_t{12}},
+                                       {"shape.hidden", std::int64_t{8}},
+                                       {"shape.hidden_out", std::int64_t{6}},
+                                       {"shape.experts", std::int64_t{5}},
+                                       {"router.top_k", std::int64_t{2}}});
+  const auto in = inputs("moe_combine", p, 3);
+  KernelInputs in64;
+  for (const auto& [n, t] : in.tensors()) in64.set(n, t.is_floating_point() ? t.to(torch::kFloat64) : t);
+  const auto ex = Precision::exact();
+  // Independent formulation: out_t = sum_j w_tj · x_t W_{idx_tj}^T.
+  const auto x = in64.at("x")[0], we = in64.at("W_experts");
+  const auto idx = in64.at("idx")[0], w = in64.at("w")[0];
+  auto expected = torch::zeros({12, 6}, torch::kFloat64);
+  for (int64_t t = 0; t < 12; ++t) {
+    for (int64_t j = 0; j < 2; ++j) {
+      expected[t] += w[t][j].item<double>() * torch::matmul(we[idx[t][j].item<int64_t>()], x[t]);
+    }
+  }
+  for (const char* v : {"dense_masked", "loop_index_add_fp32", "sorted_permute_dispatch", "padded_grouped_bmm"}) {
+    INFO(v);
+    CHECK(torch::allclose(run("moe_combine", v, in64, ex)[0], expected, 1e-12, 1e-12));
+  }
+}
