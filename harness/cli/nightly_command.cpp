@@ -295,11 +295,10 @@ void register_nightly_command(CLI::App& app, kernels::Registry& registry) {
       throw UsageError("--shard " + o->shard + ": the shards of one run must share an id; pass --run-id (e.g. the "
                        "scheduler's job id)");
     }
-    const auto cases = select(load_cases(o->paths, registry, o->profile), o->filters, shard);
-    if (cases.empty()) throw InputError("no control matches the filters in this shard");
+    auto selected = select(load_cases(o->paths, registry, o->profile), o->filters, shard);
+    if (selected.empty()) throw InputError("no control matches the filters in this shard");
 
     // Calibrations of this environment, when the database can tell.
-    auto selected = cases;
     const auto env = store::detect_environment();
     std::unique_ptr<store::ResultStore> db;
     if (!o->no_db) {

@@ -69,6 +69,11 @@ torch::Tensor allowed(const Setup& s, const ParamMap& prm, const torch::Device& 
   return ok;
 }
 
+// Whether a case has additive logit terms at all (most do not: skip a pass over the logits).
+bool has_additive(const KernelInputs& in, const ParamMap& prm) {
+  return prm.boolean("alibi") || in.at("row_bias").item<double>() != 0.0;
+}
+
 // Additive terms in the accumulation dtype: ALiBi and the probe's per-row bias.
 torch::Tensor additive(const KernelInputs& in, const Setup& s, const ParamMap& prm, const torch::TensorOptions& opts) {
   auto add = torch::zeros({1, s.heads, 1, s.kv_tokens}, opts);
@@ -97,7 +102,8 @@ torch::Tensor fp32_dense(const KernelInputs& in, const Precision& p, const Param
   const auto q = p.up(in.at("q"));
   const auto k = expand_kv(p.up(in.at("k")), s.heads, prm), v = expand_kv(p.up(in.at("v")), s.heads, prm);
   auto logits = scale_q_first ? torch::matmul(q * s.scale, k.transpose(-1, -2)) : torch::matmul(q, k.transpose(-1, -2)) * s.scale;
-  logits = capped(logits, prm.number("softcap")) + additive(in, s, prm, logits.options());
+  logits = capped(logits, prm.number("softcap"));
+  if (has_additive(in, prm)) logits = logits + additive(in, s, prm, logits.options());
   logits = apply_mask(logits, allowed(s, prm, q.device()), p, false);
   return p.round_w(torch::matmul(torch::softmax(logits, -1), v));
 }
@@ -130,7 +136,7 @@ torch::Tensor eager(const KernelInputs& in, const Precision& p, const ParamMap& 
   }
   auto sc = p.round_w(p.up(logits) * s.scale);
   if (prm.number("softcap") > 0.0) sc = p.round_w(capped(p.up(sc), prm.number("softcap")));
-  sc = p.round_w(p.up(sc) + additive(in, s, prm, p.up(sc).options()));
+  if (has_additive(in, prm)) sc = p.round_w(p.up(sc) + additive(in, s, prm, p.up(sc).options()));
   sc = p.round_w(apply_mask(p.up(sc), allowed(s, prm, q.device()), p, true));
   const auto probs = p.round_w(torch::softmax(p.up(sc), -1));
   if (grouped && prm.string("kv_map") == "interleave") {
@@ -147,7 +153,7 @@ torch::Tensor w_logits_softmax(const KernelInputs& in, const Precision& p, const
   const auto k = expand_kv(in.at("k"), s.heads, prm), v = expand_kv(in.at("v"), s.heads, prm);
   const auto w = [&p](const torch::Tensor& t) { return p.up(p.round_w(t)); };
   auto sc = w(w(torch::matmul(p.up(in.at("q")), p.up(k).transpose(-1, -2))) * s.scale);
-  sc = w(sc + additive(in, s, prm, sc.options()));
+  if (has_additive(in, prm)) sc = w(sc + additive(in, s, prm, sc.options()));
   sc = apply_mask(sc, allowed(s, prm, sc.device()), p, false);
   const auto m = std::get<0>(sc.max(-1, true));
   const auto e = w(torch::exp(w(sc - m)));
@@ -278,9 +284,7 @@ void register_attention_family(Registry& registry) {
        "constant added to every logit (a softmax is invariant to it; A8's stress: -150)"},
   };
   f.validate_probe = [](const ProbeContract& probe) -> std::optional<FieldError> {
-    if (probe.params.integer("shape.heads") % probe.params.integer("shape.kv_heads") != 0) {
-      return FieldError{"probe.shape.kv_heads", "expected a divisor of probe.shape.heads"};
-    }
+    if (auto e = check_kv_heads(probe)) return e;
     const auto kv = probe.params.integer("shape.kv_tokens");
     if (kv != 0 && kv < probe.params.integer("shape.tokens")) {
       return FieldError{"probe.shape.kv_tokens", "expected 0 or at least probe.shape.tokens"};

@@ -55,4 +55,9 @@ std::optional<FieldError> check_outlier_count(const ProbeContract& probe, const 
                                                 " outlier channels, got " + std::to_string(probe.outlier_count)};
 }
 
+std::optional<FieldError> check_kv_heads(const ProbeContract& probe) {
+  if (probe.params.integer("shape.heads") % probe.params.integer("shape.kv_heads") == 0) return std::nullopt;
+  return FieldError{"probe.shape.kv_heads", "expected a divisor of probe.shape.heads"};
+}
+
 }  // namespace kcert::kernels

@@ -33,6 +33,9 @@ KernelInputs token_channel_activations(const ProbeContract& probe, const std::st
 // An error at probe.outliers.count when it exceeds the named channel count.
 std::optional<FieldError> check_outlier_count(const ProbeContract& probe, const std::string& channels_param);
 
+// An error at probe.shape.kv_heads unless it divides probe.shape.heads (GQA families).
+std::optional<FieldError> check_kv_heads(const ProbeContract& probe);
+
 // Indices of the outlier channels, as shifted_gaussian places them.
 std::vector<std::int64_t> outlier_channels(const ProbeContract& probe, std::int64_t channels);
 

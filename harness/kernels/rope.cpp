@@ -162,6 +162,25 @@ std::vector<Variant> rope_variants() {
   return v;
 }
 
+// Positions pos_t = start + stride·t, shared by rope and qkv_rope.
+const std::vector<ParamSpec> kPositionParams = {
+    {"positions.start", ParamType::integer, ParamValue{std::int64_t{1}}, 0.0, std::nullopt, {}, "first position"},
+    {"positions.stride", ParamType::integer, ParamValue{std::int64_t{1}}, 1.0, std::nullopt, {},
+     "distance between consecutive positions (probe long contexts without every position)"},
+};
+
+// An even head dimension, and positions that stay exact integers in fp32.
+std::optional<FieldError> check_rotary(const ProbeContract& probe) {
+  const auto dim = probe.params.integer("shape.head_dim");
+  if (dim % 2 != 0) return FieldError{"probe.shape.head_dim", "expected an even head dimension, got " + std::to_string(dim)};
+  const auto last = probe.params.integer("positions.start") +
+                    probe.params.integer("positions.stride") * (probe.params.integer("shape.tokens") - 1);
+  if (last >= (std::int64_t{1} << 24)) {
+    return FieldError{"probe.positions.stride", "positions reach " + std::to_string(last) + ", beyond 2^24 (not exact in fp32)"};
+  }
+  return std::nullopt;
+}
+
 KernelInputs make_fixed(const ProbeContract& probe, std::uint64_t) {
   const auto tokens = probe.params.integer("shape.tokens");
   const auto start = probe.params.integer("positions.start");
@@ -202,18 +221,11 @@ void register_rope_family(Registry& registry) {
       {"shape.tokens", ParamType::integer, ParamValue{std::int64_t{256}}, 1.0, std::nullopt, {}, "positions per replicate"},
       {"shape.heads", ParamType::integer, ParamValue{std::int64_t{4}}, 1.0, std::nullopt, {}, "heads"},
       {"shape.head_dim", ParamType::integer, ParamValue{std::int64_t{64}}, 4.0, std::nullopt, {}, "head dimension (even)"},
-      {"positions.start", ParamType::integer, ParamValue{std::int64_t{1}}, 0.0, std::nullopt, {}, "first position"},
-      {"positions.stride", ParamType::integer, ParamValue{std::int64_t{1}}, 1.0, std::nullopt, {},
-       "distance between consecutive positions (probe long contexts without every position)"},
   };
+  f.probe_params.insert(f.probe_params.end(), kPositionParams.begin(), kPositionParams.end());
   f.validate_probe = [](const ProbeContract& probe) -> std::optional<FieldError> {
+    if (auto e = check_rotary(probe)) return e;
     const auto dim = probe.params.integer("shape.head_dim");
-    if (dim % 2 != 0) return FieldError{"probe.shape.head_dim", "expected an even head dimension, got " + std::to_string(dim)};
-    const auto last = probe.params.integer("positions.start") +
-                      probe.params.integer("positions.stride") * (probe.params.integer("shape.tokens") - 1);
-    if (last >= (std::int64_t{1} << 24)) {
-      return FieldError{"probe.positions.stride", "positions reach " + std::to_string(last) + ", beyond 2^24 (not exact in fp32)"};
-    }
     if (probe.outlier_count > dim) {
       return FieldError{"probe.outliers.count", "expected at most probe.shape.head_dim = " + std::to_string(dim)};
     }
@@ -308,21 +320,11 @@ void register_qkv_rope_family(Registry& registry) {
       {"shape.heads", ParamType::integer, ParamValue{std::int64_t{8}}, 1.0, std::nullopt, {}, "query heads"},
       {"shape.kv_heads", ParamType::integer, ParamValue{std::int64_t{2}}, 1.0, std::nullopt, {}, "key/value heads (GQA)"},
       {"shape.head_dim", ParamType::integer, ParamValue{std::int64_t{64}}, 2.0, std::nullopt, {}, "head dimension (even)"},
-      {"positions.start", ParamType::integer, ParamValue{std::int64_t{1}}, 0.0, std::nullopt, {}, "first position"},
-      {"positions.stride", ParamType::integer, ParamValue{std::int64_t{1}}, 1.0, std::nullopt, {},
-       "distance between consecutive positions"},
   };
+  f.probe_params.insert(f.probe_params.end(), kPositionParams.begin(), kPositionParams.end());
   f.validate_probe = [](const ProbeContract& probe) -> std::optional<FieldError> {
-    const auto dim = probe.params.integer("shape.head_dim");
-    if (dim % 2 != 0) return FieldError{"probe.shape.head_dim", "expected an even head dimension, got " + std::to_string(dim)};
-    if (probe.params.integer("shape.heads") % probe.params.integer("shape.kv_heads") != 0) {
-      return FieldError{"probe.shape.kv_heads", "expected a divisor of probe.shape.heads"};
-    }
-    const auto last = probe.params.integer("positions.start") +
-                      probe.params.integer("positions.stride") * (probe.params.integer("shape.tokens") - 1);
-    if (last >= (std::int64_t{1} << 24)) {
-      return FieldError{"probe.positions.stride", "positions reach " + std::to_string(last) + ", beyond 2^24 (not exact in fp32)"};
-    }
+    if (auto e = check_rotary(probe)) return e;
+    if (auto e = check_kv_heads(probe)) return e;
     return check_outlier_count(probe, "shape.hidden");
   };
   f.make_fixed = [](const ProbeContract& probe, std::uint64_t seed) {

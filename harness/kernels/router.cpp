@@ -96,10 +96,13 @@ torch::Tensor configurable_router(const KernelInputs& in, const Precision& p, co
     std::tie(v, idx) = select_topk(l, k, rule);
     w = torch::softmax(v, -1);
   } else {
-    auto probs = prm.string("softmax") == "fused_dtype"
-                     ? (p.is_exact() ? at::softmax(l, -1) : at::softmax(p.round_w(l), -1, torch::kFloat))  // #6
-                     : torch::exp(l - std::get<0>(l.max(-1, true))) /
-                           torch::exp(l - std::get<0>(l.max(-1, true))).sum(-1, true);
+    torch::Tensor probs;
+    if (prm.string("softmax") == "fused_dtype") {  // #6
+      probs = p.is_exact() ? at::softmax(l, -1) : at::softmax(p.round_w(l), -1, torch::kFloat);
+    } else {
+      const auto e = torch::exp(l - std::get<0>(l.max(-1, true)));
+      probs = e / e.sum(-1, true);
+    }
     if (prm.boolean("round_probabilities")) probs = p.up(p.round_w(probs));  // M5 variant / M6 ties
     std::tie(w, idx) = select_topk(probs, k, rule);
   }

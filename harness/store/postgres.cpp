@@ -366,8 +366,9 @@ std::vector<std::string> parse_text_array(const std::string& text) {
   return out;
 }
 
+// What stored_result() reads, and from where; callers add SELECT (DISTINCT ON ...) and WHERE.
 const char* kResultColumns =
-    "SELECT t.case_id, t.kind, t.family, e.fingerprint, coalesce(r.calibration, ''), r.shard_index, r.document::text, "
+    " t.case_id, t.kind, t.family, e.fingerprint, coalesce(r.calibration, ''), r.shard_index, r.document::text, "
     " coalesce(v.khat::text, '{}') "
     "FROM result r JOIN testcase t ON t.id = r.testcase_id JOIN environment e ON e.id = r.environment_id "
     "JOIN run ru ON ru.id = r.run_id LEFT JOIN variance_tail v ON v.result_id = r.id ";
@@ -437,7 +438,7 @@ std::optional<RunSummary> ResultStore::run_summary(const std::string& run_id) {
 std::vector<StoredResult> ResultStore::run_results(const std::string& run_id) {
   pqxx::work w(*conn_);
   std::vector<StoredResult> out;
-  for (const auto& row : w.exec_params(std::string(kResultColumns) + "WHERE r.run_id = $1 ORDER BY t.case_id", run_id)) {
+  for (const auto& row : w.exec_params(std::string("SELECT") + kResultColumns + "WHERE r.run_id = $1 ORDER BY t.case_id", run_id)) {
     out.push_back(stored_result(row));
   }
   return out;
@@ -447,16 +448,13 @@ std::vector<StoredResult> ResultStore::previous_results(const std::string& run_i
   pqxx::work w(*conn_);
   std::vector<StoredResult> out;
   const auto rows = w.exec_params(
-      std::string("SELECT DISTINCT ON (t.case_id, e.fingerprint) t.case_id, t.kind, t.family, e.fingerprint, "
-                  " coalesce(r.calibration, ''), r.shard_index, r.document::text, coalesce(v.khat::text, '{}') "
-                  "FROM result r JOIN testcase t ON t.id = r.testcase_id JOIN environment e ON e.id = r.environment_id "
-                  "JOIN run ru ON ru.id = r.run_id LEFT JOIN variance_tail v ON v.result_id = r.id "
-                  "JOIN run this ON this.id = $1 "
-                  "WHERE ru.id <> this.id AND ru.status = 'finished' AND ru.profile = this.profile "
-                  " AND ru.started_at < this.started_at "
-                  " AND (t.case_id, r.environment_id) IN (SELECT t2.case_id, r2.environment_id FROM result r2 "
-                  "   JOIN testcase t2 ON t2.id = r2.testcase_id WHERE r2.run_id = this.id) "
-                  "ORDER BY t.case_id, e.fingerprint, ru.started_at DESC"),
+      std::string("SELECT DISTINCT ON (t.case_id, e.fingerprint)") + kResultColumns +
+          "JOIN run this ON this.id = $1 "
+          "WHERE ru.id <> this.id AND ru.status = 'finished' AND ru.profile = this.profile "
+          " AND ru.started_at < this.started_at "
+          " AND (t.case_id, r.environment_id) IN (SELECT t2.case_id, r2.environment_id FROM result r2 "
+          "   JOIN testcase t2 ON t2.id = r2.testcase_id WHERE r2.run_id = this.id) "
+          "ORDER BY t.case_id, e.fingerprint, ru.started_at DESC",
       run_id);
   for (const auto& row : rows) out.push_back(stored_result(row));
   return out;

@@ -26,16 +26,8 @@ expect_status() {  # expect_status CODE command...
   [[ $got -eq $want ]] || { cat "$work/out.txt" "$work/err.txt" >&2; fail "exit $got, expected $want: $*"; }
 }
 sql() { psql "$KCERT_DB" -qAtc "$1"; }
-# The verdict table of a report: (id, gates, U) per control, and the falsifiability counts.
-table() {
-  "$py" - "$1" <<'PY'
-import json, sys
-d = json.load(open(sys.argv[1]))
-rows = sorted((r["id"], r["verdict"], r["gates"]["algebra"]["verdict"], r["gates"]["bias"]["verdict"],
-               r["gates"]["variance"]["verdict"], str(r["gates"]["variance"]["U"])) for r in d["results"])
-print(json.dumps({"rows": rows, "falsifiability": d["falsifiability"]}, sort_keys=True))
-PY
-}
+# The comparable part of a report (tests/nightly/report_table.py).
+table() { "$py" "$src/tests/nightly/report_table.py" "$1"; }
 
 cases=(--profile smoke --filter rmsnorm "$src/testcases")
 

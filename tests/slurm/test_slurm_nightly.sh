@@ -52,15 +52,8 @@ grep -q "shards: 2" "$work/reports/$run_id/summary.md" || fail "the report does 
 # The same controls in one process, one run.
 "$kcert" nightly "$src/testcases" "${filter[@]}" --run-id whole --report "$work/reports/whole" >/dev/null 2>&1 \
   || fail "unsharded nightly"
-table() {
-  "$py" - "$1" <<'PY'
-import json, sys
-d = json.load(open(sys.argv[1]))
-rows = sorted((r["id"], r["verdict"], r["gates"]["algebra"]["verdict"], r["gates"]["bias"]["verdict"],
-               r["gates"]["variance"]["verdict"], str(r["gates"]["variance"]["U"])) for r in d["results"])
-print(json.dumps({"rows": rows, "falsifiability": d["falsifiability"]}, sort_keys=True))
-PY
-}
+# The comparable part of a report (tests/nightly/report_table.py).
+table() { "$py" "$src/tests/nightly/report_table.py" "$1"; }
 [[ "$(table "$work/reports/$run_id/results.json")" == "$(table "$work/reports/whole/results.json")" ]] \
   || fail "the Slurm run's merged table differs from the unsharded run's"
 [[ $(sql "SELECT count(*) FROM result WHERE run_id = '$run_id'") == $(sql "SELECT count(*) FROM result WHERE run_id = 'whole'") ]] \
