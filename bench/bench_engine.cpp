@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "harness/engine/engine.hpp"
+#include "harness/testcase/loader.hpp"
 #include "harness/numerics/runtime.hpp"
 #include "harness/stats/random.hpp"
 
@@ -20,7 +21,7 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-double bare_evaluation(const kcert::testcase::TestCase& tc, const kcert::kernels::Registry& registry, std::int64_t batch) {
+double bare_evaluation(const kcert::contract::TestCase& tc, const kcert::kernels::Registry& registry, std::int64_t batch) {
   const auto t0 = Clock::now();
   const auto& family = registry.family(tc.family);
   const auto& ref = registry.variant(tc.family, tc.reference.variant);

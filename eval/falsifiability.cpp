@@ -31,7 +31,7 @@ nlohmann::json tally_json(const Tally& t) {
 ControlOutcome outcome(const engine::CaseResult& r) {
   ControlOutcome o;
   o.id = r.testcase.id;
-  o.kind = r.testcase.kind == testcase::Kind::negative ? "negative" : "positive";
+  o.kind = r.testcase.kind == contract::Kind::negative ? "negative" : "positive";
   o.family = r.testcase.family;
   o.error = r.error;
   o.verdict = r.verdict;

@@ -10,13 +10,12 @@
 //
 // A kernel is a pure function of (inputs, Precision): it never names a dtype, so kcert can
 // run the same code as the fp64 oracle and in the algebra gate.
-#include <harness/kernels/plugin.hpp>
+#include <kcert/plugin.hpp>
 
 using kcert::kernels::KernelInputs;
 using kcert::kernels::ParamMap;
 using kcert::kernels::ParamSpec;
-using kcert::kernels::ParamType;
-using kcert::kernels::ParamValue;
+namespace param = kcert::kernels::param;
 using kcert::numerics::Precision;
 
 KCERT_PLUGIN("fused_rmsnorm_example", "0.3.1")
@@ -30,7 +29,7 @@ torch::Tensor fused_normalize(const KernelInputs& in, const Precision& p, const 
 }
 
 const std::vector<ParamSpec> kParams = {
-    {"eps", ParamType::number, ParamValue{1e-6}, 0.0, std::nullopt, {}, "added to the mean square"}};
+    param::number("eps", 1e-6).at_least(0).doc("added to the mean square")};
 
 }  // namespace
 

@@ -9,6 +9,7 @@
 #include <iostream>
 #include <memory>
 
+#include "eval/calibration.hpp"
 #include "eval/falsifiability.hpp"
 #include "harness/cli/exit_codes.hpp"
 #include "harness/cli/nightly_command.hpp"
@@ -20,14 +21,6 @@ namespace kcert::cli {
 
 namespace {
 
-// kcert-cal/1 (docs/calibration.md).
-constexpr const char* kRuleVersion = "kcert-cal/1";
-constexpr double kMargin = 1.5;         // warn_K = max(1, margin · max U of the positives)
-constexpr double kFloor = 1.0;          // production never needs to beat the reference
-constexpr double kRatio = 5.0;          // fail_K = ratio · warn_K (the defaults' 10 / 2)
-constexpr int kMinPositives = 3;        // fewer positives say too little about a family
-constexpr double kDefaultWarn = 2.0, kDefaultFail = 10.0;
-
 struct CalibrateOptions {
   std::string environment;
   std::vector<std::string> runs;
@@ -35,16 +28,6 @@ struct CalibrateOptions {
   std::string by;
   bool apply = false;
   bool history = false;
-};
-
-struct FamilyPlan {
-  std::string family;
-  int positives = 0;
-  double max_u = 0.0;
-  double old_warn = kDefaultWarn, old_fail = kDefaultFail, new_warn = 0.0, new_fail = 0.0;
-  std::string old_label = "defaults";
-  std::string refused;  // empty: calibrated
-  nlohmann::json used = nlohmann::json::object();  // control -> U
 };
 
 std::string who(const std::string& given) {
@@ -132,43 +115,16 @@ void register_calibrate_command(CLI::App& app) {
     }
     if (controls.empty()) throw InputError("the source run(s) hold no results in environment " + env);
 
-    const auto current = db.latest_calibrations(env);
-    std::map<std::string, FamilyPlan> plans;
-    for (const auto& c : controls) {
-      auto& p = plans[c.family];
-      p.family = c.family;
-      if (c.kind != "positive") continue;
-      if (!c.error.empty()) {
-        p.refused = "positive " + c.id + " did not run (" + c.error + ")";
-        continue;
-      }
-      if (c.verdict == stats::Verdict::fail && p.refused.empty()) {
-        p.refused = fmt::format("positive {} FAILed (algebra/bias/variance {}/{}/{}) in the source run", c.id,
-                                stats::to_string(c.algebra), stats::to_string(c.bias), stats::to_string(c.variance));
-      }
-      ++p.positives;
-      const double u = c.variance_u.value_or(0.0);
-      p.used[c.id] = u;
-      p.max_u = std::max(p.max_u, u);
-    }
-    for (auto& [family, p] : plans) {
-      if (const auto it = current.find(family); it != current.end()) {
-        p.old_warn = it->second.warn_k;
-        p.old_fail = it->second.fail_k;
-        p.old_label = it->second.label();
-      }
-      if (p.refused.empty() && p.positives < kMinPositives) {
-        p.refused = fmt::format("{} positive control(s) in the source run, {} needed", p.positives, kMinPositives);
-      }
-      p.new_warn = std::max(kFloor, kMargin * p.max_u);
-      p.new_fail = kRatio * p.new_warn;
-    }
+    const eval::CalibrationRule rule;
+    std::map<std::string, eval::CurrentThresholds> current;
+    for (const auto& [family, c] : db.latest_calibrations(env)) current[family] = {c.warn_k, c.fail_k, c.label()};
+    const auto plans = eval::plan_calibration(controls, current, rule);
 
-    std::cout << fmt::format("calibration {} for environment {} from run(s) {}\n\n", kRuleVersion, env, fmt::join(runs, ", "));
+    std::cout << fmt::format("calibration {} for environment {} from run(s) {}\n\n", rule.version, env, fmt::join(runs, ", "));
     std::cout << fmt::format("{:<18} {:>4} {:>9}  {:<22} {:<22} {}\n", "family", "pos", "max U", "old warn/fail",
                              "new warn/fail", "status");
-    for (const auto& [family, p] : plans) {
-      std::cout << fmt::format("{:<18} {:>4} {:>9.4g}  {:<22} {:<22} {}\n", family, p.positives, p.max_u,
+    for (const auto& p : plans) {
+      std::cout << fmt::format("{:<18} {:>4} {:>9.4g}  {:<22} {:<22} {}\n", p.family, p.positives, p.max_u,
                                fmt::format("{:.4g}/{:.4g} ({})", p.old_warn, p.old_fail, p.old_label),
                                p.refused.empty() ? fmt::format("{:.4g}/{:.4g}", p.new_warn, p.new_fail) : std::string("-"),
                                p.refused.empty() ? std::string("calibrated") : "refused: " + p.refused);
@@ -177,23 +133,18 @@ void register_calibrate_command(CLI::App& app) {
     // What every control would read under the new thresholds (refused families keep theirs).
     std::cout << fmt::format("\n{:<40} {:<8} {:<18} {:>9}  {:<17} {}\n", "control", "kind", "family", "U",
                              "variance old->new", "overall old->new");
-    std::vector<eval::ControlOutcome> after;
-    for (auto c : controls) {
-      const auto& p = plans.at(c.family);
-      const auto old_variance = c.variance, old_verdict = c.verdict;
-      if (p.refused.empty() && c.error.empty() && (c.variance_u || c.variance != stats::Verdict::fail)) {
-        c.variance = stats::threshold_verdict(c.variance_u.value_or(0.0), p.new_warn, p.new_fail);
-        c.verdict = stats::worst(c.algebra, stats::worst(c.bias, c.variance));
-      }
+    const auto after = eval::apply_calibration(controls, plans);
+    for (std::size_t i = 0; i < controls.size(); ++i) {
+      const auto& was = controls[i];
+      const auto& c = after[i];
       std::cout << fmt::format("{:<40} {:<8} {:<18} {:>9}  {:<17} {}{}\n", c.id, c.kind, c.family, u_text(c),
-                               fmt::format("{} -> {}", stats::to_string(old_variance), stats::to_string(c.variance)),
-                               fmt::format("{} -> {}", stats::to_string(old_verdict), stats::to_string(c.verdict)),
-                               (c.kind == "negative" && old_verdict != stats::Verdict::pass && c.verdict == stats::Verdict::pass)
+                               fmt::format("{} -> {}", stats::to_string(was.variance), stats::to_string(c.variance)),
+                               fmt::format("{} -> {}", stats::to_string(was.verdict), stats::to_string(c.verdict)),
+                               (c.kind == "negative" && was.verdict != stats::Verdict::pass && c.verdict == stats::Verdict::pass)
                                    ? "  (would escape)"
-                                   : (c.kind == "positive" && old_verdict != stats::Verdict::fail && c.verdict == stats::Verdict::fail)
+                                   : (c.kind == "positive" && was.verdict != stats::Verdict::fail && c.verdict == stats::Verdict::fail)
                                          ? "  (would be a false alarm)"
                                          : "");
-      after.push_back(std::move(c));
     }
     const auto before_t = eval::tabulate(controls), after_t = eval::tabulate(after);
     std::cout << fmt::format("\nnegatives detected {}/{} -> {}/{}; positives FAIL {}/{} -> {}/{}, WARN {}/{} -> {}/{}\n",
@@ -203,15 +154,16 @@ void register_calibrate_command(CLI::App& app) {
                              after_t.combined.false_warn, after_t.positives);
 
     int calibrated = 0;
-    for (const auto& [family, p] : plans) calibrated += p.refused.empty();
+    for (const auto& p : plans) calibrated += p.refused.empty();
     if (calibrated == 0) throw InputError("no family could be calibrated (see the reasons above)");
     if (!o->apply) {
       std::cout << "dry run: nothing stored (add --apply to store the calibrated families)\n";
       return;
     }
     const auto by = who(o->by);
-    for (const auto& [family, p] : plans) {
+    for (const auto& p : plans) {
       if (!p.refused.empty()) continue;
+      const auto& family = p.family;
       store::Calibration c;
       c.fingerprint = env;
       c.family = family;
@@ -219,12 +171,12 @@ void register_calibrate_command(CLI::App& app) {
       c.fail_k = p.new_fail;
       c.previous_warn_k = p.old_warn;
       c.previous_fail_k = p.old_fail;
-      c.rule_version = kRuleVersion;
+      c.rule_version = rule.version;
       c.source_runs = runs;
       c.positives = p.positives;
       c.max_u = p.max_u;
       c.created_by = by;
-      c.details = {{"u", p.used}, {"margin", kMargin}, {"ratio", kRatio}, {"previous", p.old_label}};
+      c.details = {{"u", p.used}, {"margin", rule.margin}, {"ratio", rule.ratio}, {"previous", p.old_label}};
       c.id = db.store_calibration(c);
       std::cout << fmt::format("stored {} for family {} (warn_K {:.4g}, fail_K {:.4g})\n", c.label(), family, c.warn_k,
                                c.fail_k);

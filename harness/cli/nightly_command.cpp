@@ -12,6 +12,7 @@
 #include <set>
 #include <tuple>
 
+#include "eval/changes.hpp"
 #include "eval/falsifiability.hpp"
 #include "harness/cli/exit_codes.hpp"
 #include "harness/cli/report.hpp"
@@ -55,7 +56,7 @@ Shard parse_shard(const std::string& s) {
 
 // Deterministic split: cases sorted by id, case i goes to shard i mod N. Every machine
 // computes the same split from the same suite, whatever order the files were found in.
-std::vector<testcase::TestCase> select(std::vector<testcase::TestCase> cases, const std::vector<std::string>& filters,
+std::vector<contract::TestCase> select(std::vector<contract::TestCase> cases, const std::vector<std::string>& filters,
                                        Shard shard) {
   std::vector<std::regex> res;
   for (const auto& f : filters) {
@@ -66,51 +67,18 @@ std::vector<testcase::TestCase> select(std::vector<testcase::TestCase> cases, co
     }
   }
   std::sort(cases.begin(), cases.end(), [](const auto& a, const auto& b) { return a.id < b.id; });
-  std::vector<testcase::TestCase> kept;
+  std::vector<contract::TestCase> kept;
   for (auto& c : cases) {
     const bool match = res.empty() || std::any_of(res.begin(), res.end(), [&](const std::regex& r) {
                          return std::regex_search(c.id, r) || std::regex_search(c.family, r);
                        });
     if (match) kept.push_back(std::move(c));
   }
-  std::vector<testcase::TestCase> mine;
+  std::vector<contract::TestCase> mine;
   for (std::size_t i = 0; i < kept.size(); ++i) {
     if (static_cast<int>(i % static_cast<std::size_t>(shard.count)) == shard.index) mine.push_back(std::move(kept[i]));
   }
   return mine;
-}
-
-struct Change {
-  std::string id, what;
-  bool alarming = false;  // counts toward exit status 1
-};
-
-std::string verdicts(const eval::ControlOutcome& o) {
-  return fmt::format("{}/{}/{}", stats::to_string(o.algebra), stats::to_string(o.bias), stats::to_string(o.variance));
-}
-
-// What changed since the previous run of this profile in the same environment.
-std::vector<Change> compare(const std::vector<eval::ControlOutcome>& now,
-                            const std::map<std::string, eval::ControlOutcome>& before) {
-  std::vector<Change> out;
-  for (const auto& o : now) {
-    const auto it = before.find(o.id);
-    if (it == before.end() || !o.error.empty()) continue;
-    const auto& p = it->second;
-    if (o.kind == "negative" && p.detected() && !o.detected()) out.push_back({o.id, "ESCAPE: no longer detected", true});
-    if (o.kind == "negative" && !p.detected() && o.detected()) out.push_back({o.id, "new detection", false});
-    if (o.kind == "positive" && !p.false_fail() && o.false_fail()) out.push_back({o.id, "NEW FALSE ALARM (FAIL)", true});
-    if (o.kind == "positive" && p.false_fail() && !o.false_fail()) out.push_back({o.id, "false alarm cleared", false});
-    if (p.algebra != o.algebra || p.bias != o.bias || p.variance != o.variance) {
-      out.push_back({o.id, "verdict flipped: algebra/bias/variance " + verdicts(p) + " -> " + verdicts(o), true});
-    }
-    if (o.variance_u && p.variance_u && o.variance_se && std::abs(*o.variance_u - *p.variance_u) > 3.0 * *o.variance_se) {
-      out.push_back({o.id, fmt::format("U moved {:.4g} -> {:.4g} (more than 3 se = {:.3g})", *p.variance_u, *o.variance_u,
-                                       3.0 * *o.variance_se),
-                     false});
-    }
-  }
-  return out;
 }
 
 std::string safe_name(const std::string& id) {
@@ -136,18 +104,12 @@ int report(const NightlyData& d, const std::string& report_dir, bool quiet) {
     return std::tie(a.kind, a.family, a.id) < std::tie(b.kind, b.family, b.id);
   });
   const auto table = eval::tabulate(outcomes);
-  const auto changes = compare(outcomes, d.previous);
-
-  int code = exit_ok;
-  std::vector<std::string> reasons;
-  if (table.errors > 0) {
-    code = exit_input_error;
-    reasons.push_back(fmt::format("{} control(s) could not be run (harness or input error)", table.errors));
-  }
-  if (!table.unexpected.empty()) reasons.push_back(fmt::format("{} verdict(s) differ from the YAML expectations", table.unexpected.size()));
-  const auto alarming = std::count_if(changes.begin(), changes.end(), [](const Change& c) { return c.alarming; });
-  if (alarming > 0) reasons.push_back(fmt::format("{} escape(s), new false alarm(s) or verdict flip(s) since the last run", alarming));
-  if (code == exit_ok && !reasons.empty()) code = exit_finding;
+  const auto changes = eval::compare_runs(outcomes, d.previous);
+  const auto status = eval::nightly_verdict(table, changes);
+  const auto& reasons = status.reasons;
+  const int code = status.status == eval::NightlyStatus::error     ? exit_input_error
+                   : status.status == eval::NightlyStatus::finding ? exit_finding
+                                                                   : exit_ok;
 
   // Console.
   if (!quiet) {

@@ -53,7 +53,7 @@ void print_verdict_table(std::ostream& out, const std::vector<engine::CaseResult
 
 void print_case_details(std::ostream& out, const engine::CaseResult& r) {
   const auto& tc = r.testcase;
-  out << fmt::format("\n== {} ({}, {}: {} -> {})\n", tc.id, testcase::to_string(tc.kind), tc.family,
+  out << fmt::format("\n== {} ({}, {}: {} -> {})\n", tc.id, contract::to_string(tc.kind), tc.family,
                      tc.reference.variant, tc.production.variant);
   if (!r.error.empty()) {
     out << "  error     " << r.error << "\n";

@@ -34,7 +34,7 @@ void load_plugins(const std::vector<std::string>& paths, kernels::Registry& regi
   }
 }
 
-std::vector<testcase::TestCase> load_cases(const std::vector<std::string>& paths, kernels::Registry& registry,
+std::vector<contract::TestCase> load_cases(const std::vector<std::string>& paths, kernels::Registry& registry,
                                            const std::string& profile) {
   std::vector<std::string> files;
   try {
@@ -46,7 +46,7 @@ std::vector<testcase::TestCase> load_cases(const std::vector<std::string>& paths
   testcase::FamilySchemas schemas;
   for (const auto& name : registry.family_names()) schemas.emplace(name, registry.family(name).schema());
   if (files.empty()) throw InputError("no test cases found (looked for *.yaml and *.yml in the given paths)");
-  std::vector<testcase::TestCase> cases;
+  std::vector<contract::TestCase> cases;
   std::string errors;
   std::map<std::string, std::string> seen;
   for (const auto& f : files) {
@@ -120,7 +120,7 @@ class ProgressPrinter {
 
 }  // namespace
 
-std::vector<engine::CaseResult> run_cases(const std::vector<testcase::TestCase>& cases, const kernels::Registry& registry,
+std::vector<engine::CaseResult> run_cases(const std::vector<contract::TestCase>& cases, const kernels::Registry& registry,
                                           engine::RunOptions options, bool quiet,
                                           const std::function<void(const std::vector<engine::CaseResult>&)>& after_each) {
   ProgressPrinter progress(cases.size(), quiet);

@@ -3,7 +3,7 @@
 
 #include "harness/kernels/registry.hpp"
 #include "harness/engine/engine.hpp"
-#include "harness/testcase/testcase.hpp"
+#include "harness/testcase/loader.hpp"
 
 namespace kcert::cli {
 
@@ -12,12 +12,12 @@ void register_run_command(CLI::App& app, kernels::Registry& registry);
 
 // Loads every case file; collects all load errors before failing (InputError listing them).
 // Plugins named in the files' `plugins:` keys are loaded into the registry first.
-std::vector<testcase::TestCase> load_cases(const std::vector<std::string>& paths, kernels::Registry& registry,
+std::vector<contract::TestCase> load_cases(const std::vector<std::string>& paths, kernels::Registry& registry,
                                            const std::string& profile);
 
 // Runs cases in order with progress on stderr; `after_each` sees every result as soon as it
 // exists (to spool or write it). A case the harness cannot finish becomes an ERROR result.
-std::vector<engine::CaseResult> run_cases(const std::vector<testcase::TestCase>& cases, const kernels::Registry& registry,
+std::vector<engine::CaseResult> run_cases(const std::vector<contract::TestCase>& cases, const kernels::Registry& registry,
                                           engine::RunOptions options, bool quiet,
                                           const std::function<void(const std::vector<engine::CaseResult>&)>& after_each);
 

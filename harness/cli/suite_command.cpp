@@ -20,6 +20,7 @@ struct SuiteOptions {
   std::string profile;
   std::string json_path;
   std::uint64_t replicates = 0;
+  std::string device = "cpu";
   bool quiet = false;
 };
 
@@ -41,11 +42,15 @@ void register_suite_command(CLI::App& app, kernels::Registry& registry) {
   cmd->add_option("--profile", o->profile, "apply each control's profiles.<name> (CI uses smoke)");
   cmd->add_option("--json", o->json_path, "write results and the table as JSON");
   cmd->add_option("--replicates", o->replicates, "override R for every control");
+  cmd->add_option("--device", o->device, "where kernels run (cuda needs a CUDA LibTorch, docs/gpu.md)")
+      ->check(CLI::IsMember({"cpu", "cuda"}))
+      ->capture_default_str();
   cmd->add_flag("--quiet", o->quiet, "no progress lines on stderr");
   cmd->callback([o, &registry]() {
     const auto cases = load_cases(o->paths, registry, o->profile);
     engine::RunOptions options;
     if (o->replicates > 0) options.replicates = o->replicates;
+    options.device = o->device;
     const auto write = [&](const std::vector<engine::CaseResult>& done) {
       if (o->json_path.empty()) return;
       auto doc = store::results_document(done, KCERT_VERSION);

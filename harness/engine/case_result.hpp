@@ -5,30 +5,9 @@
 #include <string>
 
 #include "harness/gates/results.hpp"
-#include "harness/testcase/testcase.hpp"
+#include "harness/contract/test_case.hpp"
 
 namespace kcert::engine {
-
-struct NonFinite {
-  std::string side;   // "reference", "production", "oracle" or "production (fp64)"
-  std::string value;  // "nan", "+inf", "-inf"
-  gates::Location where;
-};
-
-// The checks people use today, computed on the same replicates (docs/baselines.md).
-// `flagged` is what a user running the check once (on replicate 0) would see; `fraction`
-// is the share of the bias gate's R replicates on which it would have flagged.
-struct BaselineCheck {
-  bool flagged = false;
-  double fraction = 0.0;
-  double first_value = 0.0;  // assert_close: violating elements; others: the ratio prod/(allowed)
-};
-
-struct Baselines {
-  BaselineCheck assert_close;     // |prod - ref| <= atol + rtol·|ref| elementwise (bf16: 1.6e-2, 1e-5)
-  BaselineCheck flash_attention;  // max|prod - oracle| <= 2·max|ref - oracle| + 1 ULP
-  BaselineCheck dynamo_fp64;      // RMSE(prod, oracle) <= 3·RMSE(ref, oracle) + 1e-5
-};
 
 struct Runtime {       // how it ran: never changes a number, so kept apart from results
   std::string device = "cpu";
@@ -42,14 +21,14 @@ struct Runtime {       // how it ran: never changes a number, so kept apart from
 };
 
 struct CaseResult {
-  testcase::TestCase testcase;  // the case as loaded (probe, gates, expectation, refs)
+  contract::TestCase testcase;  // the case as loaded (probe, gates, expectation, refs)
   stats::Verdict verdict = stats::Verdict::pass;
   gates::AlgebraResult algebra;
   gates::BiasResult bias;
   gates::VarianceResult variance;
   std::uint64_t replicates = 0;  // evaluated in all (bias R and any growth for variance)
-  std::optional<NonFinite> nonfinite;
-  Baselines baselines;
+  std::optional<gates::NonFinite> nonfinite;
+  gates::Baselines baselines;
   std::string torch_version;
   std::vector<std::int64_t> output_shape;  // one replicate's output
   stats::FloatFormat output_format = stats::FloatFormat::bf16;  // ULPs and ε are taken in it

@@ -1,12 +1,16 @@
 #include "harness/engine/engine.hpp"
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cmath>
 #include <stdexcept>
 
-#include "harness/engine/observations.hpp"
+#include "harness/gates/algebra_gate.hpp"
+#include "harness/gates/baseline_checks.hpp"
 #include "harness/gates/bias_gate.hpp"
+#include "harness/gates/variance_gate.hpp"
+#include "harness/numerics/observations.hpp"
 #include "harness/numerics/runtime.hpp"
 #include "harness/stats/random.hpp"
 
@@ -79,97 +83,9 @@ std::int64_t automatic_batch(std::int64_t elements_per_replicate) {
   return std::clamp<std::int64_t>(target / std::max<std::int64_t>(1, elements_per_replicate), 1, 256);
 }
 
-struct AlgebraState {
-  double worst = 0.0;
-  gates::Location where;
-  bool pattern_mismatch = false;
-  int replicates = 0;
-};
-
-// d_r = max_i |prod_i - ref_i| / max(max_i |ref_i|, tiny) under the fp64 policy, with
-// NaN/Inf patterns required to agree.
-void algebra_compare(const torch::Tensor& ref64_t, const torch::Tensor& prod64_t, std::int64_t first,
-                     const BucketLayout& layout, at::IntArrayRef shape, AlgebraState& st) {
-  const auto ref64 = ref64_t.to(torch::kCPU).contiguous();
-  const auto prod64 = prod64_t.to(torch::kCPU).contiguous();
-  const auto n = static_cast<std::int64_t>(layout.ids.size());
-  const double* r = ref64.data_ptr<double>();
-  const double* p = prod64.data_ptr<double>();
-  for (std::int64_t b = 0; b < ref64.size(0); ++b, r += n, p += n) {
-    double max_ref = 0.0, max_diff = 0.0;
-    std::int64_t arg = 0;
-    for (std::int64_t i = 0; i < n; ++i) {
-      const bool fr = std::isfinite(r[i]), fp = std::isfinite(p[i]);
-      if (!fr || !fp) {
-        const bool same = (std::isnan(r[i]) && std::isnan(p[i])) || (!fr && !fp && r[i] == p[i]);
-        if (!same && !st.pattern_mismatch) {
-          st.pattern_mismatch = true;
-          st.where = {first + b, i, unravel(i, shape), layout.ids[static_cast<std::size_t>(i)]};
-        }
-        continue;
-      }
-      max_ref = std::max(max_ref, std::fabs(r[i]));
-      const double d = std::fabs(p[i] - r[i]);
-      if (d > max_diff) {
-        max_diff = d;
-        arg = i;
-      }
-    }
-    const double d_r = max_diff / std::max(max_ref, std::numeric_limits<double>::min());
-    if (d_r > st.worst || st.replicates == 0) {
-      if (!st.pattern_mismatch) st.where = {first + b, arg, unravel(arg, shape), layout.ids[static_cast<std::size_t>(arg)]};
-      st.worst = std::max(st.worst, d_r);
-    }
-    ++st.replicates;
-  }
-}
-
-// Counts, replicate by replicate, what today's checks would say.
-class BaselineTally {
- public:
-  void observe(const ReplicateObservation& o, std::uint64_t replicate, stats::FloatFormat working) {
-    const double eps = stats::ulp_spacing(std::min(o.peak, stats::max_finite(working)), working);
-    const double fa_allowed = 2.0 * o.e_ref + eps;
-    const double dyn_allowed = 3.0 * o.rmse_ref + 1e-5;
-    const bool close = o.close_violations > 0.0, fa = o.e_prod > fa_allowed, dyn = o.rmse_prod > dyn_allowed;
-    if (replicate == 0) {
-      out_.assert_close = {close, 0.0, o.close_violations};
-      out_.flash_attention = {fa, 0.0, o.e_prod / fa_allowed};
-      out_.dynamo_fp64 = {dyn, 0.0, o.rmse_prod / dyn_allowed};
-    }
-    close_ += close;
-    fa_ += fa;
-    dyn_ += dyn;
-    ++n_;
-  }
-  Baselines finish() const {
-    Baselines b = out_;
-    if (n_ > 0) {
-      b.assert_close.fraction = static_cast<double>(close_) / static_cast<double>(n_);
-      b.flash_attention.fraction = static_cast<double>(fa_) / static_cast<double>(n_);
-      b.dynamo_fp64.fraction = static_cast<double>(dyn_) / static_cast<double>(n_);
-    }
-    return b;
-  }
-
- private:
-  Baselines out_;
-  std::uint64_t close_ = 0, fa_ = 0, dyn_ = 0, n_ = 0;
-};
-
-std::string location_text(const gates::Location& l) {
-  std::string idx;
-  for (auto i : l.index) idx += (idx.empty() ? "" : ",") + std::to_string(i);
-  return "replicate " + std::to_string(l.replicate) + ", element [" + idx + "], bucket " + std::to_string(l.bucket);
-}
-
-}  // namespace
-
-CaseResult run_case(const testcase::TestCase& tc_in, const kernels::Registry& registry, const RunOptions& options) {
-  const auto t0 = Clock::now();
-  CaseResult result;
-  result.testcase = tc_in;
-  auto& tc = result.testcase;
+// The case with the run's overrides (replicates, seed) applied.
+contract::TestCase with_overrides(const contract::TestCase& in, const RunOptions& options) {
+  auto tc = in;
   if (options.replicates) {
     tc.gates.replicates = *options.replicates;
     tc.gates.max_replicates = std::max(tc.gates.max_replicates, tc.gates.replicates);
@@ -178,171 +94,163 @@ CaseResult run_case(const testcase::TestCase& tc_in, const kernels::Registry& re
   if (options.seed) tc.probe.seed = *options.seed;
   if (tc.gates.replicates < 2) throw std::invalid_argument("replicates must be at least 2");
   tc.gates.variance.seed = stats::derive_seed(tc.probe.seed, kBootstrapStream);
+  return tc;
+}
 
+// The kernel pair of a case on its device: draws replicates from their own streams and
+// evaluates reference and production at the working precision and the oracle (the
+// reference under the fp64 policy). Keeps the timings the result reports.
+class PairEvaluator {
+ public:
+  struct Outputs {
+    torch::Tensor ref, prod, oracle;
+  };
+
+  PairEvaluator(const contract::TestCase& tc, const kernels::Registry& registry, torch::Device device,
+                stats::FloatFormat out_format, Runtime& runtime)
+      : tc_(tc),
+        family_(registry.family(tc.family)),
+        ref_(registry.variant(tc.family, tc.reference.variant)),
+        prod_(registry.variant(tc.family, tc.production.variant)),
+        device_(device),
+        working_(Precision::working(tc.probe.dtype)),
+        exact_(Precision::exact()),
+        out_dtype_(numerics::to_dtype(out_format)),
+        fixed_cpu_(family_.make_fixed(tc.probe, stats::derive_seed(tc.probe.seed, kFixedStream))),
+        fixed_w_(to_inputs(fixed_cpu_, device, std::nullopt)),
+        fixed_64_(to_inputs(fixed_cpu_, device, torch::kFloat64)),
+        runtime_(runtime) {}
+
+  const kernels::Family& family() const { return family_; }
+
+  // Replicates first .. first + count - 1, stacked along the batch dimension.
+  Outputs evaluate(std::uint64_t first, std::int64_t count) {
+    const auto td = Clock::now();
+    std::map<std::string, std::vector<torch::Tensor>> parts;
+    for (std::int64_t j = 0; j < count; ++j) {
+      const auto seed = stats::derive_seed(tc_.probe.seed, first + static_cast<std::uint64_t>(j));
+      const auto replicate = family_.make_replicate(tc_.probe, fixed_cpu_, seed);
+      for (const auto& [name, t] : replicate.tensors()) parts[name].push_back(t);
+    }
+    KernelInputs stacked;
+    for (auto& [name, list] : parts) stacked.set(name, torch::stack(list));
+    const auto in_w = merge(fixed_w_, to_inputs(stacked, device_, std::nullopt));
+    batch_64_ = to_inputs(stacked, device_, torch::kFloat64);
+    const auto in_64 = merge(fixed_64_, batch_64_);
+    runtime_.draw_seconds += seconds_since(td);
+
+    const auto tk = Clock::now();
+    Outputs out;
+    {
+      torch::NoGradGuard no_grad;
+      out.ref = ref_.fn(in_w, working_, tc_.reference.params);
+      out.prod = prod_.fn(in_w, working_, tc_.production.params);
+      out.oracle = ref_.fn(in_64, exact_, tc_.reference.params);
+    }
+    runtime_.kernel_seconds += seconds_since(tk);
+    check_output(out.ref, "reference variant '" + tc_.reference.variant + "'", count, out_dtype_);
+    check_output(out.prod, "production variant '" + tc_.production.variant + "'", count, out_dtype_);
+    check_output(out.oracle, "reference variant '" + tc_.reference.variant + "' under the fp64 policy", count, torch::kFloat64);
+    if (out.prod.sizes() != out.ref.sizes() || out.oracle.sizes() != out.ref.sizes()) {
+      throw std::invalid_argument("reference and production outputs differ in shape: " + c10::str(out.ref.sizes()) +
+                                  " vs " + c10::str(out.prod.sizes()));
+    }
+    return out;
+  }
+
+  // Production under the fp64 policy on the first k replicates of the last batch (the
+  // algebra gate's run; the oracle is the reference's half of it).
+  torch::Tensor production_fp64(std::int64_t k) {
+    const auto ta = Clock::now();
+    torch::Tensor prod64;
+    {
+      torch::NoGradGuard no_grad;
+      prod64 = prod_.fn(merge(fixed_64_, narrow_batch(batch_64_, k)), exact_, tc_.production.params);
+    }
+    runtime_.kernel_seconds += seconds_since(ta);
+    check_output(prod64, "production variant '" + tc_.production.variant + "' under the fp64 policy", k, torch::kFloat64);
+    return prod64;
+  }
+
+ private:
+  const contract::TestCase& tc_;
+  const kernels::Family& family_;
+  const kernels::Variant& ref_;
+  const kernels::Variant& prod_;
+  torch::Device device_;
+  Precision working_, exact_;
+  torch::Dtype out_dtype_;
+  KernelInputs fixed_cpu_, fixed_w_, fixed_64_, batch_64_;
+  Runtime& runtime_;
+};
+
+}  // namespace
+
+CaseResult run_case(const contract::TestCase& tc_in, const kernels::Registry& registry, const RunOptions& options) {
+  const auto t0 = Clock::now();
+  CaseResult result;
+  result.testcase = with_overrides(tc_in, options);
+  const auto& tc = result.testcase;
   const auto& family = registry.family(tc.family);
-  const auto& ref = registry.variant(tc.family, tc.reference.variant);
-  const auto& prod = registry.variant(tc.family, tc.production.variant);
-  const auto device = resolve_device(options.device);
-  const auto working = Precision::working(tc.probe.dtype);
   const auto out_format = family.output_format ? family.output_format(tc.probe) : tc.probe.dtype;
-  const auto out_dtype = numerics::to_dtype(out_format);
   result.output_format = out_format;
-  const auto exact = Precision::exact();
   result.torch_version = numerics::torch_version();
   result.runtime.device = options.device;
   result.runtime.threads = at::get_num_threads();
+  PairEvaluator pair(tc, registry, resolve_device(options.device), out_format, result.runtime);
 
-  const auto fixed_cpu = family.make_fixed(tc.probe, stats::derive_seed(tc.probe.seed, kFixedStream));
-  const auto fixed_w = to_inputs(fixed_cpu, device, std::nullopt);
-  const auto fixed_64 = to_inputs(fixed_cpu, device, torch::kFloat64);
+  const auto& g = tc.gates;
+  gates::AlgebraGate algebra(static_cast<std::uint64_t>(g.algebra_replicates), g.algebra_tolerance);
+  gates::BiasGate bias({g.replicates, g.bias, g.bias_deciding, tc.bucket_axis}, out_format);
+  gates::VarianceGate variance(g.variance, g.replicates, g.max_replicates, out_format);
+  gates::BaselineChecks baselines(g.replicates, out_format);
+  const std::array<gates::Gate*, 4> observers{&algebra, &bias, &variance, &baselines};
+  const auto wanted = [&](std::uint64_t done) {
+    std::uint64_t more = 0;
+    for (auto* o : observers) more = std::max(more, o->wants_more(done));
+    return more;
+  };
 
-  std::optional<gates::BiasAccumulator> bias;
-  std::optional<BucketLayout> layout;
-  std::vector<double> khat;
-  AlgebraState algebra;
-  std::vector<std::int64_t> out_shape;
-  double kernel_seconds = 0.0;
-  BaselineTally baselines;
-
-  const std::uint64_t R = tc.gates.replicates;
-  std::uint64_t target = R;
+  std::optional<numerics::BucketLayout> layout;
   std::uint64_t done = 0;
   std::int64_t batch = options.batch;
-  gates::VarianceResult variance;
-
-  while (true) {
-    while (done < target) {
-      const std::int64_t b = batch > 0 ? std::min<std::int64_t>(batch, static_cast<std::int64_t>(target - done))
-                                       : static_cast<std::int64_t>(std::min<std::uint64_t>(target - done, 1));
-      // Draw each replicate from its own stream, then stack along the batch dimension.
-      const auto td = Clock::now();
-      std::map<std::string, std::vector<torch::Tensor>> parts;
-      for (std::int64_t j = 0; j < b; ++j) {
-        const auto rep = family.make_replicate(tc.probe, fixed_cpu, stats::derive_seed(tc.probe.seed, done + static_cast<std::uint64_t>(j)));
-        for (const auto& [name, t] : rep.tensors()) parts[name].push_back(t);
-      }
-      KernelInputs stacked;
-      for (auto& [name, list] : parts) stacked.set(name, torch::stack(list));
-      const auto batch_w = to_inputs(stacked, device, std::nullopt);
-      const auto batch_64 = to_inputs(stacked, device, torch::kFloat64);
-      const auto in_w = merge(fixed_w, batch_w);
-      const auto in_64 = merge(fixed_64, batch_64);
-      result.runtime.draw_seconds += seconds_since(td);
-
-      const auto tk = Clock::now();
-      torch::Tensor ref_w, prod_w, oracle;
-      {
-        torch::NoGradGuard no_grad;
-        ref_w = ref.fn(in_w, working, tc.reference.params);
-        prod_w = prod.fn(in_w, working, tc.production.params);
-        oracle = ref.fn(in_64, exact, tc.reference.params);
-      }
-      kernel_seconds += seconds_since(tk);
-      check_output(ref_w, "reference variant '" + tc.reference.variant + "'", b, out_dtype);
-      check_output(prod_w, "production variant '" + tc.production.variant + "'", b, out_dtype);
-      check_output(oracle, "reference variant '" + tc.reference.variant + "' under the fp64 policy", b, torch::kFloat64);
-      if (prod_w.sizes() != ref_w.sizes() || oracle.sizes() != ref_w.sizes()) {
-        throw std::invalid_argument("reference and production outputs differ in shape: " + c10::str(ref_w.sizes()) +
-                                    " vs " + c10::str(prod_w.sizes()));
-      }
-
+  for (std::uint64_t more = wanted(done); more > 0 && !result.nonfinite; more = wanted(done)) {
+    const auto target = done + more;
+    while (done < target && !result.nonfinite) {
+      // Until the output size is known, one replicate per call; then the automatic size.
+      const auto b = static_cast<std::int64_t>(std::min<std::uint64_t>(target - done, batch > 0 ? batch : 1));
+      const auto out = pair.evaluate(done, b);
       if (!layout) {
-        out_shape.assign(ref_w.sizes().begin() + 1, ref_w.sizes().end());
-        layout = make_bucket_layout(family.bucket_ids(tc.bucket_axis, tc.probe, out_shape), out_shape);
-        bias.emplace(static_cast<std::size_t>(layout->buckets));
+        result.output_shape.assign(out.ref.sizes().begin() + 1, out.ref.sizes().end());
+        layout = numerics::make_bucket_layout(family.bucket_ids(tc.bucket_axis, tc.probe, result.output_shape),
+                                              result.output_shape);
         if (batch <= 0) batch = automatic_batch(static_cast<std::int64_t>(layout->ids.size()));
         result.runtime.batch = batch;
       }
-
       const auto to = Clock::now();
-      // Algebra: production under the fp64 policy on the first N_alg replicates.
-      const auto n_alg = static_cast<std::uint64_t>(tc.gates.algebra_replicates);
-      if (done < n_alg) {
-        const auto k = static_cast<std::int64_t>(std::min<std::uint64_t>(n_alg - done, static_cast<std::uint64_t>(b)));
-        torch::Tensor prod64;
-        {
-          const auto ta = Clock::now();
-          torch::NoGradGuard no_grad;
-          prod64 = prod.fn(merge(fixed_64, narrow_batch(batch_64, k)), exact, tc.production.params);
-          kernel_seconds += seconds_since(ta);
-        }
-        check_output(prod64, "production variant '" + tc.production.variant + "' under the fp64 policy", k, torch::kFloat64);
-        algebra_compare(oracle.narrow(0, 0, k), prod64, static_cast<std::int64_t>(done), *layout, out_shape, algebra);
+      std::vector<gates::AlgebraObservation> fp64;
+      if (const auto k = static_cast<std::int64_t>(algebra.fp64_replicates(done, static_cast<std::uint64_t>(b)))) {
+        fp64 = numerics::compare_fp64(out.oracle.narrow(0, 0, k), pair.production_fp64(k), static_cast<std::int64_t>(done),
+                                      *layout, result.output_shape);
       }
-
-      auto obs = observe(ref_w, prod_w, oracle, *layout, static_cast<std::int64_t>(done), out_shape, out_format);
-      if (obs.nonfinite) {
-        result.nonfinite = obs.nonfinite;
-        done += static_cast<std::uint64_t>(b);
-        break;
-      }
-      for (const auto& o : obs.replicates) {
-        if (done < R) {
-          bias->add(o.delta, o.magnitude, o.abs_oracle);  // the bias gate's R is pre-declared
-          baselines.observe(o, done, out_format);
-        }
-        khat.push_back(k_hat(o, out_format));
-        ++done;
-      }
+      const auto obs = numerics::observe(out.ref, out.prod, out.oracle, *layout, static_cast<std::int64_t>(done),
+                                         result.output_shape, out_format);
+      const gates::ReplicateBatch seen{done, obs.replicates, fp64, obs.nonfinite ? &*obs.nonfinite : nullptr};
+      for (auto* o : observers) o->observe(seen);
+      done += static_cast<std::uint64_t>(b);
       result.runtime.observe_seconds += seconds_since(to);
-      if (options.progress) options.progress(Progress{&tc.id, done, target, seconds_since(t0)});
+      result.nonfinite = obs.nonfinite;
+      if (options.progress && !result.nonfinite) options.progress(Progress{&tc.id, done, target, seconds_since(t0)});
     }
-    if (result.nonfinite) break;
-
-    const auto ts = Clock::now();
-    auto analysis = stats::analyze_tail(khat, tc.gates.variance);
-    result.runtime.stats_seconds += seconds_since(ts);
-    const auto step = stats::next_sampling_step(analysis, done, tc.gates.max_replicates);
-    variance.looks.push_back(done);
-    variance.tail = std::move(analysis);
-    variance.stop = step.reason;
-    variance.unstable = step.unstable;
-    if (step.stop) break;
-    target = step.next_replicates;
   }
 
   result.replicates = done;
-  result.output_shape = out_shape;
-  result.baselines = baselines.finish();
-  variance.khat = khat;
-
-  // Algebra verdict.
-  auto& alg = result.algebra;
-  alg.replicates = algebra.replicates;
-  alg.tolerance = tc.gates.algebra_tolerance;
-  alg.worst_discrepancy = algebra.worst;
-  alg.worst = algebra.where;
-  if (algebra.pattern_mismatch) {
-    alg.verdict = Verdict::fail;
-    alg.reason = "NaN/Inf patterns differ under the fp64 policy at " + location_text(algebra.where);
-  } else if (algebra.worst > alg.tolerance) {
-    alg.verdict = Verdict::fail;
-    alg.reason = "different real functions: max relative discrepancy " + std::to_string(algebra.worst) + " > " +
-                 std::to_string(alg.tolerance) + " at " + location_text(algebra.where);
-  } else {
-    alg.verdict = Verdict::pass;
-    alg.reason = "same function on " + std::to_string(algebra.replicates) + " fp64 replicates (max discrepancy " +
-                 std::to_string(algebra.worst) + ")";
-  }
-
-  if (result.nonfinite) {
-    const auto& nf = *result.nonfinite;
-    const std::string why = "non-finite output (" + nf.value + ") from the " + nf.side + " at " + location_text(nf.where);
-    result.bias.verdict = Verdict::fail;
-    result.bias.reason = why;
-    result.bias.axis = tc.bucket_axis;
-    variance.verdict = Verdict::fail;
-    variance.reason = why;
-    result.variance = variance;
-    result.verdict = Verdict::fail;
-  } else {
-    result.bias = bias->decide(tc.gates.bias, tc.gates.bias_deciding, out_format, tc.bucket_axis);
-    variance.verdict = variance.tail.verdict;
-    variance.reason = variance.tail.reason + (variance.unstable ? " (unstable: R_max reached)" : "");
-    result.variance = variance;
-    result.verdict = stats::worst(alg.verdict, stats::worst(result.bias.verdict, result.variance.verdict));
-  }
-  result.runtime.kernel_seconds = kernel_seconds;
+  result.algebra = algebra.decide();
+  result.bias = bias.decide();
+  result.variance = variance.decide();
+  result.baselines = baselines.decide();
+  result.verdict = stats::worst(result.algebra.verdict, stats::worst(result.bias.verdict, result.variance.verdict));
+  result.runtime.stats_seconds = variance.analysis_seconds();
   result.runtime.seconds = seconds_since(t0);
   result.unexpected = check_expectation(result);
   return result;

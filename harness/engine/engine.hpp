@@ -8,7 +8,7 @@
 
 #include "harness/engine/case_result.hpp"
 #include "harness/kernels/registry.hpp"
-#include "harness/testcase/testcase.hpp"
+#include "harness/contract/test_case.hpp"
 
 namespace kcert::engine {
 
@@ -29,7 +29,7 @@ struct RunOptions {
 
 // Throws std::invalid_argument for an unusable device or a kernel that breaks its contract
 // (wrong dtype or shape); a NaN or Inf from a kernel is a FAIL verdict, not an exception.
-CaseResult run_case(const testcase::TestCase& tc, const kernels::Registry& registry, const RunOptions& options);
+CaseResult run_case(const contract::TestCase& tc, const kernels::Registry& registry, const RunOptions& options);
 
 // Compares the gate verdicts with the case's expectation; returns one line per mismatch.
 std::vector<std::string> check_expectation(const CaseResult& result);

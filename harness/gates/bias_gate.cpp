@@ -4,6 +4,8 @@
 #include <cmath>
 #include <stdexcept>
 
+#include "harness/gates/algebra_gate.hpp"
+
 namespace kcert::gates {
 
 BiasAccumulator::BiasAccumulator(std::size_t buckets) : signed_(buckets), magnitude_(buckets), scale_sum_(buckets, 0.0) {}
@@ -102,6 +104,31 @@ BiasResult BiasAccumulator::decide(const stats::BiasThresholds& thresholds,
              std::to_string(r.buckets) + " " + axis + " buckets (" + std::string(stats::to_string(lead.statistic)) +
              "), max |z| " + std::to_string(lead.max_abs_z);
   return r;
+}
+
+void BiasGate::observe(const ReplicateBatch& batch) {
+  if (batch.nonfinite) {
+    nonfinite_reason_ = "non-finite output (" + batch.nonfinite->value + ") from the " + batch.nonfinite->side + " at " +
+                        location_text(batch.nonfinite->where);
+    return;
+  }
+  auto r = batch.first;
+  for (const auto& o : batch.replicates) {
+    if (r++ >= settings_.replicates) break;
+    if (!moments_) moments_.emplace(o.delta.size());
+    moments_->add(o.delta, o.magnitude, o.abs_oracle);
+  }
+}
+
+BiasResult BiasGate::decide() const {
+  if (!nonfinite_reason_.empty() || !moments_) {
+    BiasResult r;
+    r.verdict = Verdict::fail;
+    r.reason = nonfinite_reason_.empty() ? std::string("no replicate was observed") : nonfinite_reason_;
+    r.axis = settings_.axis;
+    return r;
+  }
+  return moments_->decide(settings_.thresholds, settings_.deciding, working_, settings_.axis);
 }
 
 }  // namespace kcert::gates

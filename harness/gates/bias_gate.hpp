@@ -1,9 +1,14 @@
 #pragma once
-// The bias gate's accumulators: per-bucket Welford moments of Δ (signed) and M (magnitude)
-// over replicates, and the bucket scales mean|oracle| for the ULP floor.
+// Gate ② (method.md §3): a coherent first moment per bucket. Per-bucket Welford moments
+// of Δ (signed) and M (magnitude) over the pre-declared R replicates, the bucket scales
+// mean|oracle| for the ULP floor, and the three-part decision (z, standardized effect,
+// ULP effect) for each statistic.
+#include <optional>
 #include <span>
+#include <string>
 #include <vector>
 
+#include "harness/gates/gate.hpp"
 #include "harness/gates/results.hpp"
 #include "harness/stats/ulp.hpp"
 #include "harness/stats/welford.hpp"
@@ -29,6 +34,31 @@ class BiasAccumulator {
   stats::BucketMoments signed_;
   stats::BucketMoments magnitude_;
   std::vector<double> scale_sum_;
+};
+
+struct BiasSettings {
+  std::uint64_t replicates = 1024;  // R, declared before any data is seen
+  stats::BiasThresholds thresholds;
+  std::vector<stats::BiasStatistic> deciding{stats::BiasStatistic::signed_difference};
+  std::string axis;                 // the bucket axis, for reasons and results
+};
+
+class BiasGate final : public Gate {
+ public:
+  BiasGate(BiasSettings settings, stats::FloatFormat working) : settings_(std::move(settings)), working_(working) {}
+
+  // Takes replicates below R only: the variance gate may grow R, the bias gate's R is fixed.
+  void observe(const ReplicateBatch& batch) override;
+  std::uint64_t wants_more(std::uint64_t done) override {
+    return done < settings_.replicates ? settings_.replicates - done : 0;
+  }
+  BiasResult decide() const;
+
+ private:
+  BiasSettings settings_;
+  stats::FloatFormat working_;
+  std::optional<BiasAccumulator> moments_;  // sized by the first replicate's bucket count
+  std::string nonfinite_reason_;
 };
 
 }  // namespace kcert::gates

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "harness/gates/observation.hpp"
 #include "harness/stats/bias.hpp"
 #include "harness/stats/stopping.hpp"
 #include "harness/stats/tail.hpp"
@@ -14,14 +15,6 @@
 namespace kcert::gates {
 
 using stats::Verdict;
-
-// Where something happened in a case's outputs.
-struct Location {
-  std::int64_t replicate = -1;
-  std::int64_t element = -1;        // flat index within one replicate's output
-  std::vector<std::int64_t> index;  // the same, per output dimension (batch excluded)
-  std::int64_t bucket = -1;         // on the case's bucket axis
-};
 
 struct AlgebraResult {
   Verdict verdict = Verdict::pass;
@@ -80,6 +73,21 @@ struct VarianceResult {
   bool unstable = false;
   std::string reason;
   std::vector<double> khat;  // the sample itself, in replicate order (for storage and recalibration)
+};
+
+// The checks people use today, computed on the same replicates (docs/baselines.md).
+// `flagged` is what a user running the check once (on replicate 0) would see; `fraction`
+// is the share of the bias gate's R replicates on which it would have flagged.
+struct BaselineCheck {
+  bool flagged = false;
+  double fraction = 0.0;
+  double first_value = 0.0;  // assert_close: violating elements; others: the ratio prod/(allowed)
+};
+
+struct Baselines {
+  BaselineCheck assert_close;     // |prod - ref| <= atol + rtol·|ref| elementwise (bf16: 1.6e-2, 1e-5)
+  BaselineCheck flash_attention;  // max|prod - oracle| <= 2·max|ref - oracle| + 1 ULP
+  BaselineCheck dynamo_fp64;      // RMSE(prod, oracle) <= 3·RMSE(ref, oracle) + 1e-5
 };
 
 }  // namespace kcert::gates

@@ -3,7 +3,7 @@
 // (find_package(kcert); target_link_libraries(my_plugin PRIVATE kcert::kcert)) that defines
 // two C symbols, most simply with the macros below:
 //
-//   #include <harness/kernels/plugin.hpp>   // installed under <prefix>/include/kcert
+//   #include <kcert/plugin.hpp>   // the public header; it includes this one
 //   KCERT_PLUGIN("my_kernels", "1.4.0")
 //   KCERT_PLUGIN_REGISTER(registry) {
 //     registry.add_variant("rmsnorm", {{"my_fused", "", "one-pass fused RMSNorm", params}, fn});

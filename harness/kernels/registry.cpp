@@ -95,19 +95,14 @@ void Registry::stamp_origin(const std::string& family, const std::string& varian
   v.schema.origin = origin;
 }
 
+#define KCERT_FAMILY(name) void register_##name##_family(Registry& registry);
+#include "harness/kernels/families.def"
+#undef KCERT_FAMILY
+
 void register_builtin_families(Registry& registry) {
-  register_rmsnorm_family(registry);
-  register_layernorm_family(registry);
-  register_rope_family(registry);
-  register_activation_family(registry);
-  register_linear_family(registry);
-  register_glu_family(registry);
-  register_residual_rmsnorm_family(registry);
-  register_qkv_rope_family(registry);
-  register_loss_family(registry);
-  register_router_family(registry);
-  register_attention_family(registry);
-  register_moe_combine_family(registry);
+#define KCERT_FAMILY(name) register_##name##_family(registry);
+#include "harness/kernels/families.def"
+#undef KCERT_FAMILY
 }
 
 }  // namespace kcert::kernels

@@ -92,19 +92,7 @@ class Registry {
   std::set<std::string> plugins_;
 };
 
-// The families shipped with kcert.
+// The families shipped with kcert (harness/kernels/families.def).
 void register_builtin_families(Registry& registry);
-void register_rmsnorm_family(Registry& registry);
-void register_layernorm_family(Registry& registry);
-void register_rope_family(Registry& registry);
-void register_activation_family(Registry& registry);
-void register_linear_family(Registry& registry);
-void register_glu_family(Registry& registry);
-void register_residual_rmsnorm_family(Registry& registry);
-void register_qkv_rope_family(Registry& registry);
-void register_loss_family(Registry& registry);
-void register_router_family(Registry& registry);
-void register_attention_family(Registry& registry);
-void register_moe_combine_family(Registry& registry);
 
 }  // namespace kcert::kernels

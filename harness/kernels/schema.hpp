@@ -28,7 +28,44 @@ struct ParamSpec {
   std::optional<double> max;                // inclusive
   std::vector<std::string> choices;         // for strings
   std::string description;
+
+  // Refinements for the named builders in kernels::param.
+  ParamSpec at_least(double v) const { return with([&](ParamSpec& p) { p.min = v; }); }
+  ParamSpec at_most(double v) const { return with([&](ParamSpec& p) { p.max = v; }); }
+  ParamSpec one_of(std::vector<std::string> c) const { return with([&](ParamSpec& p) { p.choices = std::move(c); }); }
+  ParamSpec doc(std::string d) const { return with([&](ParamSpec& p) { p.description = std::move(d); }); }
+
+ private:
+  template <class F>
+  ParamSpec with(F&& f) const {
+    ParamSpec copy = *this;
+    f(copy);
+    return copy;
+  }
 };
+
+// Named builders, so that a family's parameter table reads like a table:
+//   param::integer("shape.tokens", 256).at_least(1).doc("positions per replicate")
+// A builder without a default declares a required parameter.
+namespace param {
+inline ParamSpec make(std::string name, ParamType type, std::optional<ParamValue> d) {
+  ParamSpec p;
+  p.name = std::move(name);
+  p.type = type;
+  p.default_value = std::move(d);
+  return p;
+}
+inline ParamSpec integer(std::string name) { return make(std::move(name), ParamType::integer, std::nullopt); }
+inline ParamSpec integer(std::string name, std::int64_t d) { return make(std::move(name), ParamType::integer, ParamValue{d}); }
+inline ParamSpec number(std::string name) { return make(std::move(name), ParamType::number, std::nullopt); }
+inline ParamSpec number(std::string name, double d) { return make(std::move(name), ParamType::number, ParamValue{d}); }
+inline ParamSpec flag(std::string name, bool d) { return make(std::move(name), ParamType::boolean, ParamValue{d}); }
+inline ParamSpec text(std::string name) { return make(std::move(name), ParamType::string, std::nullopt); }
+inline ParamSpec text(std::string name, std::string d) { return make(std::move(name), ParamType::string, ParamValue{std::move(d)}); }
+inline ParamSpec number_list(std::string name, std::vector<double> d) {
+  return make(std::move(name), ParamType::number_list, ParamValue{std::move(d)});
+}
+}  // namespace param
 
 // Named parameter values, validated against ParamSpecs by the loader.
 class ParamMap {

@@ -99,7 +99,7 @@ nlohmann::json to_json(const gates::BiasStatisticResult& s) {
           {"frontier", frontier}};
 }
 
-nlohmann::json expectation_json(const testcase::Expectation& e) {
+nlohmann::json expectation_json(const contract::Expectation& e) {
   nlohmann::json j = nlohmann::json::object();
   for (const auto& [gate, verdicts] : e.gates) {
     nlohmann::json list = nlohmann::json::array();
@@ -116,7 +116,7 @@ nlohmann::json to_json(const engine::CaseResult& r) {
   const auto& tc = r.testcase;
   nlohmann::json j;
   j["id"] = tc.id;
-  j["kind"] = std::string(testcase::to_string(tc.kind));
+  j["kind"] = std::string(contract::to_string(tc.kind));
   j["family"] = tc.family;
   j["source"] = tc.source;
   j["profile"] = tc.profile;
@@ -153,7 +153,7 @@ nlohmann::json to_json(const engine::CaseResult& r) {
   } else {
     j["nonfinite"] = nullptr;
   }
-  const auto baseline = [](const engine::BaselineCheck& b) {
+  const auto baseline = [](const gates::BaselineCheck& b) {
     return nlohmann::json{{"flagged", b.flagged}, {"fraction", json_number(b.fraction)}, {"first_value", json_number(b.first_value)}};
   };
   j["baselines"] = {{"assert_close", baseline(r.baselines.assert_close)},

@@ -73,7 +73,7 @@ nlohmann::json result_record(const RunInfo& run, const engine::CaseResult& resul
           {"environment", run.environment.fingerprint},
           {"testcase",
            {{"case_id", tc.id},
-            {"kind", std::string(testcase::to_string(tc.kind))},
+            {"kind", std::string(contract::to_string(tc.kind))},
             {"family", tc.family},
             {"mechanism", tc.mechanism},
             {"references", tc.references},

@@ -8,11 +8,16 @@
 #include <set>
 #include <sstream>
 
-#include "harness/testcase/testcase.hpp"
+#include "harness/testcase/loader.hpp"
 
 namespace kcert::testcase {
 
-std::string_view to_string(Kind k) { return k == Kind::negative ? "negative" : "positive"; }
+using contract::Attestation;
+using contract::Expectation;
+using contract::GateSettings;
+using contract::KernelChoice;
+using contract::Kind;
+
 
 namespace {
 

@@ -3,10 +3,10 @@
 #include <cmath>
 
 #include "harness/engine/engine.hpp"
-#include "harness/engine/observations.hpp"
 #include "harness/gates/bias_gate.hpp"
 #include "harness/kernels/registry.hpp"
 #include "harness/store/json.hpp"
+#include "harness/testcase/loader.hpp"
 
 using kcert::stats::Verdict;
 
@@ -18,7 +18,7 @@ kcert::kernels::Registry builtin_registry() {
   return r;
 }
 
-kcert::testcase::TestCase rmsnorm_case(const kcert::kernels::Registry& registry, const std::string& ref,
+kcert::contract::TestCase rmsnorm_case(const kcert::kernels::Registry& registry, const std::string& ref,
                                        const std::string& prod, const std::string& weights = "zero_centred") {
   kcert::testcase::FamilySchemas schemas;
   schemas.emplace("rmsnorm", registry.family("rmsnorm").schema());
@@ -31,55 +31,6 @@ kcert::testcase::TestCase rmsnorm_case(const kcert::kernels::Registry& registry,
 }
 
 }  // namespace
-
-TEST_CASE("bucket layouts recognize channel and row patterns", "[observations]") {
-  const std::vector<int64_t> shape{3, 4};
-  const auto channel = kcert::engine::make_bucket_layout(torch::arange(4).expand({3, 4}).contiguous(), shape);
-  CHECK(channel.buckets == 4);
-  CHECK(channel.pattern == kcert::engine::detail::BucketPattern::periodic);
-  CHECK(channel.counts == std::vector<int64_t>({3, 3, 3, 3}));
-  const auto row = kcert::engine::make_bucket_layout(torch::arange(3).unsqueeze(1).expand({3, 4}).contiguous(), shape);
-  CHECK(row.pattern == kcert::engine::detail::BucketPattern::blocked);
-  const auto odd = kcert::engine::make_bucket_layout(torch::tensor({0, 1, 1, 0, 0, 1, 1, 0, 0, 1, 1, 0}).view({3, 4}), shape);
-  CHECK(odd.pattern == kcert::engine::detail::BucketPattern::general);
-  CHECK_THROWS_WITH(kcert::engine::make_bucket_layout(torch::tensor({0, 2, 0, 2}).view({2, 2}), std::vector<int64_t>{2, 2}),
-                    Catch::Contains("bucket 1 has no elements"));
-}
-
-TEST_CASE("observations are exact bucket means of prod - ref and sign(ref)·(prod - ref)", "[observations]") {
-  const std::vector<int64_t> shape{2, 2};
-  const auto layout = kcert::engine::make_bucket_layout(torch::arange(2).expand({2, 2}).contiguous(), shape);
-  const auto ref = torch::tensor({1.0, -2.0, -1.0, 4.0}, torch::kFloat64).view({1, 2, 2}).to(torch::kBFloat16);
-  const auto prod = torch::tensor({1.5, -2.0, -1.25, 3.0}, torch::kFloat64).view({1, 2, 2}).to(torch::kBFloat16);
-  const auto oracle = torch::tensor({1.25, -2.0, -1.0, 3.5}, torch::kFloat64).view({1, 2, 2});
-  const auto obs = kcert::engine::observe(ref, prod, oracle, layout, 0, shape, kcert::stats::FloatFormat::bf16);
-  REQUIRE(obs.replicates.size() == 1);
-  const auto& o = obs.replicates[0];
-  CHECK(o.delta == std::vector<double>({(0.5 - 0.25) / 2, (0.0 - 1.0) / 2}));
-  CHECK(o.magnitude == std::vector<double>({(0.5 + 0.25) / 2, (0.0 - 1.0) / 2}));
-  CHECK(o.abs_oracle == std::vector<double>({(1.25 + 1.0) / 2, (2.0 + 3.5) / 2}));
-  CHECK(o.e_prod == 0.5);
-  CHECK(o.e_ref == 0.5);
-  CHECK(o.peak == 3.5);
-  // Baseline inputs: RMSE against the oracle, and assert_close violations (bf16: rtol 1.6e-2,
-  // atol 1e-5): 1 -> 1.5, -1 -> -1.25 and 4 -> 3 differ by more than that; -2 -> -2 does not.
-  CHECK(o.rmse_prod == Approx(std::sqrt((0.25 * 0.25 + 0 + 0.25 * 0.25 + 0.5 * 0.5) / 4)));
-  CHECK(o.rmse_ref == Approx(std::sqrt((0.25 * 0.25 + 0 + 0 + 0.5 * 0.5) / 4)));
-  CHECK(o.close_violations == 3.0);
-}
-
-TEST_CASE("K-hat follows the degenerate rules of method.md section 4", "[observations]") {
-  using kcert::stats::FloatFormat;
-  kcert::engine::ReplicateObservation o;
-  o.peak = 1.5;  // bf16 ULP at 1.5 is 2^-7
-  o.e_prod = 0x1p-7;
-  o.e_ref = 0.01;
-  CHECK(kcert::engine::k_hat(o, FloatFormat::bf16) == 0.0);  // within one ULP
-  o.e_prod = 3 * 0x1p-7;
-  CHECK(kcert::engine::k_hat(o, FloatFormat::bf16) == Approx(2 * 0x1p-7 / 0.01));
-  o.e_ref = 0.0;
-  CHECK(std::isinf(kcert::engine::k_hat(o, FloatFormat::bf16)));
-}
 
 TEST_CASE("a NaN from a kernel is a FAIL with its location, not a crash", "[engine]") {
   auto registry = builtin_registry();

@@ -5,7 +5,7 @@
 using kcert::stats::Verdict;
 
 namespace {
-kcert::engine::CaseResult result(kcert::testcase::Kind kind, Verdict alg, Verdict bias, Verdict var, Verdict magnitude = Verdict::pass) {
+kcert::engine::CaseResult result(kcert::contract::Kind kind, Verdict alg, Verdict bias, Verdict var, Verdict magnitude = Verdict::pass) {
   kcert::engine::CaseResult r;
   r.testcase.id = "c";
   r.testcase.kind = kind;
@@ -20,7 +20,7 @@ kcert::engine::CaseResult result(kcert::testcase::Kind kind, Verdict alg, Verdic
 }  // namespace
 
 TEST_CASE("falsifiability counts detections, false FAILs and false WARNs per gate", "[eval]") {
-  using K = kcert::testcase::Kind;
+  using K = kcert::contract::Kind;
   std::vector<kcert::engine::CaseResult> rs = {
       result(K::negative, Verdict::pass, Verdict::fail, Verdict::pass),                 // bias catches it
       result(K::negative, Verdict::pass, Verdict::pass, Verdict::pass, Verdict::fail),  // only magnitude sees it

@@ -1,7 +1,7 @@
 #include "tests/catch_torch.hpp"
 
 #include "harness/kernels/registry.hpp"
-#include "harness/testcase/testcase.hpp"
+#include "harness/testcase/loader.hpp"
 
 using kcert::testcase::LoadError;
 using kcert::testcase::parse_testcase;
@@ -39,7 +39,7 @@ profiles:
     gates: {replicates: 64}
 )";
 
-kcert::testcase::TestCase parse(const std::string& text, const std::string& profile = "") {
+kcert::contract::TestCase parse(const std::string& text, const std::string& profile = "") {
   return parse_testcase(text, "case.yaml", schemas(), profile);
 }
 
@@ -56,7 +56,7 @@ std::string edit(const std::string& from, const std::string& to) {
 TEST_CASE("a valid test case loads with the documented defaults", "[loader]") {
   const auto tc = parse(kValid);
   CHECK(tc.id == "demo");
-  CHECK(tc.kind == kcert::testcase::Kind::negative);
+  CHECK(tc.kind == kcert::contract::Kind::negative);
   CHECK(tc.reference.variant == "gemma");
   CHECK(tc.reference.version == "kcert-builtin/1");  // the registered variant's version
   CHECK(tc.production.version == "v2");

@@ -138,11 +138,11 @@ void register_moe_combine_family(Registry& registry) {
   f.description = "MoE expert dispatch and combine: x [tokens, hidden], k routed experts per token, fp32 weights";
   f.bucket_axes = {"channel", "row"};
   f.probe_params = {
-      {"shape.tokens", ParamType::integer, ParamValue{std::int64_t{256}}, 1.0, std::nullopt, {}, "tokens per replicate"},
-      {"shape.hidden", ParamType::integer, ParamValue{std::int64_t{256}}, 1.0, std::nullopt, {}, "expert input width"},
-      {"shape.hidden_out", ParamType::integer, ParamValue{std::int64_t{256}}, 1.0, std::nullopt, {}, "expert output width"},
-      {"shape.experts", ParamType::integer, ParamValue{std::int64_t{16}}, 2.0, std::nullopt, {}, "experts E"},
-      {"router.top_k", ParamType::integer, ParamValue{std::int64_t{2}}, 1.0, std::nullopt, {}, "experts per token k"},
+      param::integer("shape.tokens", 256).at_least(1).doc("tokens per replicate"),
+      param::integer("shape.hidden", 256).at_least(1).doc("expert input width"),
+      param::integer("shape.hidden_out", 256).at_least(1).doc("expert output width"),
+      param::integer("shape.experts", 16).at_least(2).doc("experts E"),
+      param::integer("router.top_k", 2).at_least(1).doc("experts per token k"),
   };
   f.validate_probe = [](const ProbeContract& probe) -> std::optional<FieldError> {
     if (probe.params.integer("router.top_k") > probe.params.integer("shape.experts")) {

@@ -8,10 +8,10 @@
 #include <optional>
 #include <vector>
 
-#include "harness/engine/case_result.hpp"
-#include "harness/engine/observation_sweep.hpp"
+#include "harness/gates/observation.hpp"
+#include "harness/numerics/observation_sweep.hpp"
 
-namespace kcert::engine {
+namespace kcert::numerics {
 
 struct BucketLayout {
   std::vector<std::int64_t> ids;     // bucket of each element of one replicate's output
@@ -23,18 +23,9 @@ struct BucketLayout {
 // Validates the family's bucket ids (shape, range) and counts them.
 BucketLayout make_bucket_layout(const torch::Tensor& ids, at::IntArrayRef output_shape);
 
-struct ReplicateObservation {
-  std::vector<double> delta;        // per bucket
-  std::vector<double> magnitude;    // per bucket
-  std::vector<double> abs_oracle;   // per bucket, mean |oracle|
-  double e_prod = 0.0, e_ref = 0.0, peak = 0.0;
-  double rmse_prod = 0.0, rmse_ref = 0.0;  // against the oracle
-  double close_violations = 0.0;           // elements outside assert_close's tolerances
-};
-
 struct BatchObservations {
-  std::vector<ReplicateObservation> replicates;
-  std::optional<NonFinite> nonfinite;  // the first non-finite value, if any
+  std::vector<gates::ReplicateObservation> replicates;
+  std::optional<gates::NonFinite> nonfinite;  // the first non-finite value, if any
 };
 
 // torch.testing.assert_close's default tolerances for the working dtype (rtol, atol).
@@ -45,11 +36,13 @@ BatchObservations observe(const torch::Tensor& ref, const torch::Tensor& prod, c
                           const BucketLayout& layout, std::int64_t first_replicate, at::IntArrayRef output_shape,
                           stats::FloatFormat working);
 
-// K̂ = max(0, (E_prod - ε)/E_ref) with ε one true ULP of W at the output peak; 0 when
-// E_prod ≤ ε, +∞ when E_ref = 0 < E_prod - ε.
-double k_hat(const ReplicateObservation& o, stats::FloatFormat working);
+// The algebra gate's comparison (method.md §2) of the oracle (the reference under the fp64
+// policy) with production under the fp64 policy, one observation per replicate [B, ...].
+std::vector<gates::AlgebraObservation> compare_fp64(const torch::Tensor& ref64, const torch::Tensor& prod64,
+                                                    std::int64_t first_replicate, const BucketLayout& layout,
+                                                    at::IntArrayRef output_shape);
 
 // Flat element index → per-dimension index.
 std::vector<std::int64_t> unravel(std::int64_t flat, at::IntArrayRef shape);
 
-}  // namespace kcert::engine
+}  // namespace kcert::numerics

@@ -22,18 +22,14 @@ namespace {
 using numerics::Precision;
 
 const std::vector<ParamSpec> kAttentionParams = {
-    {"causal", ParamType::boolean, ParamValue{true}, std::nullopt, std::nullopt, {}, "causal mask (bottom-right aligned)"},
-    {"window", ParamType::integer, ParamValue{std::int64_t{0}}, 0.0, std::nullopt, {},
-     "sliding window W: key j visible from query i iff 0 <= i - j < W (0: no window)"},
-    {"window_inclusive", ParamType::boolean, ParamValue{false}, std::nullopt, std::nullopt, {},
-     "admit W + 1 keys (0 <= i - j <= W): the A5 off-by-one"},
-    {"softcap", ParamType::number, ParamValue{0.0}, 0.0, std::nullopt, {}, "logit soft-cap c·tanh(s/c), 0: none (Gemma 2: 50)"},
-    {"scale", ParamType::number, ParamValue{0.0}, 0.0, std::nullopt, {}, "logit scale, 0: 1/sqrt(head_dim)"},
-    {"kv_map", ParamType::string, ParamValue{std::string("interleave")}, std::nullopt, std::nullopt, {"interleave", "tile"},
-     "GQA: query head h uses kv head h / G (repeat_interleave) or h mod kv_heads (tile, A7)"},
-    {"alibi", ParamType::boolean, ParamValue{false}, std::nullopt, std::nullopt, {},
-     "add ALiBi 2^(-8(h+1)/H) · key index to the logits (fp32)"},
-    {"tile", ParamType::integer, ParamValue{std::int64_t{64}}, 1.0, std::nullopt, {}, "key tile of the online-softmax variants"},
+    param::flag("causal", true).doc("causal mask (bottom-right aligned)"),
+    param::integer("window", 0).at_least(0).doc("sliding window W: key j visible from query i iff 0 <= i - j < W (0: no window)"),
+    param::flag("window_inclusive", false).doc("admit W + 1 keys (0 <= i - j <= W): the A5 off-by-one"),
+    param::number("softcap", 0.0).at_least(0).doc("logit soft-cap c·tanh(s/c), 0: none (Gemma 2: 50)"),
+    param::number("scale", 0.0).at_least(0).doc("logit scale, 0: 1/sqrt(head_dim)"),
+    param::text("kv_map", "interleave").one_of({"interleave", "tile"}).doc("GQA: query head h uses kv head h / G (repeat_interleave) or h mod kv_heads (tile, A7)"),
+    param::flag("alibi", false).doc("add ALiBi 2^(-8(h+1)/H) · key index to the logits (fp32)"),
+    param::integer("tile", 64).at_least(1).doc("key tile of the online-softmax variants"),
 };
 
 struct Setup {
@@ -272,16 +268,13 @@ void register_attention_family(Registry& registry) {
   f.description = "softmax attention: q [heads, tokens, head_dim], k and v [kv_heads, kv_tokens, head_dim]";
   f.bucket_axes = {"head", "position", "head_position"};
   f.probe_params = {
-      {"shape.heads", ParamType::integer, ParamValue{std::int64_t{8}}, 1.0, std::nullopt, {}, "query heads"},
-      {"shape.kv_heads", ParamType::integer, ParamValue{std::int64_t{8}}, 1.0, std::nullopt, {}, "key/value heads (divides heads)"},
-      {"shape.tokens", ParamType::integer, ParamValue{std::int64_t{128}}, 1.0, std::nullopt, {}, "query positions"},
-      {"shape.kv_tokens", ParamType::integer, ParamValue{std::int64_t{0}}, 0.0, std::nullopt, {},
-       "key positions (0: as many as queries; more: queries are the last tokens)"},
-      {"shape.head_dim", ParamType::integer, ParamValue{std::int64_t{64}}, 1.0, std::nullopt, {}, "head dimension"},
-      {"logits.qk_scale", ParamType::number, ParamValue{1.0}, 0.0, std::nullopt, {},
-       "q and k multiplied by this (logit spread grows with its square)"},
-      {"logits.row_bias", ParamType::number, ParamValue{0.0}, std::nullopt, std::nullopt, {},
-       "constant added to every logit (a softmax is invariant to it; A8's stress: -150)"},
+      param::integer("shape.heads", 8).at_least(1).doc("query heads"),
+      param::integer("shape.kv_heads", 8).at_least(1).doc("key/value heads (divides heads)"),
+      param::integer("shape.tokens", 128).at_least(1).doc("query positions"),
+      param::integer("shape.kv_tokens", 0).at_least(0).doc("key positions (0: as many as queries; more: queries are the last tokens)"),
+      param::integer("shape.head_dim", 64).at_least(1).doc("head dimension"),
+      param::number("logits.qk_scale", 1.0).at_least(0).doc("q and k multiplied by this (logit spread grows with its square)"),
+      param::number("logits.row_bias", 0.0).doc("constant added to every logit (a softmax is invariant to it; A8's stress: -150)"),
   };
   f.validate_probe = [](const ProbeContract& probe) -> std::optional<FieldError> {
     if (auto e = check_kv_heads(probe)) return e;

@@ -14,7 +14,7 @@ namespace {
 using numerics::Precision;
 
 const std::vector<ParamSpec> kSplitParam = {
-    {"splits", ParamType::integer, ParamValue{std::int64_t{4}}, 1.0, std::nullopt, {}, "K chunks of a split-K GEMM"}};
+    param::integer("splits", 4).at_least(1).doc("K chunks of a split-K GEMM")};
 
 Variant variant(std::string name, std::string description, KernelFn fn, std::vector<ParamSpec> params = {}) {
   return builtin_variant(std::move(name), std::move(description), std::move(params), std::move(fn));
@@ -118,14 +118,12 @@ void register_linear_family(Registry& registry) {
   f.description = "linear layer y = x W^T + b: x [tokens, in_features], W [out_features, in_features], b [out_features]";
   f.bucket_axes = {"channel", "row"};
   f.probe_params = {
-      {"shape.tokens", ParamType::integer, ParamValue{std::int64_t{64}}, 1.0, std::nullopt, {}, "tokens per replicate"},
-      {"shape.in_features", ParamType::integer, ParamValue{std::int64_t{1024}}, 1.0, std::nullopt, {}, "K"},
-      {"shape.out_features", ParamType::integer, ParamValue{std::int64_t{256}}, 1.0, std::nullopt, {}, "N"},
-      {"weights.kind", ParamType::string, ParamValue{std::string("normal")}, std::nullopt, std::nullopt,
-       {"normal", "zero_sum", "cancelling"},
-       "normal: W ~ N(0, 1/K); zero_sum: rows sum to 0; cancelling: rows with a large sum and a bias cancelling it"},
-      {"weights.bias_scale", ParamType::number, ParamValue{1.0}, 0.0, std::nullopt, {}, "b ~ N(0, bias_scale²) (normal, zero_sum)"},
-      {"weights.row_dc", ParamType::number, ParamValue{100.0}, 0.0, std::nullopt, {}, "cancelling: each row sums to about row_dc"},
+      param::integer("shape.tokens", 64).at_least(1).doc("tokens per replicate"),
+      param::integer("shape.in_features", 1024).at_least(1).doc("K"),
+      param::integer("shape.out_features", 256).at_least(1).doc("N"),
+      param::text("weights.kind", "normal").one_of({"normal", "zero_sum", "cancelling"}).doc("normal: W ~ N(0, 1/K); zero_sum: rows sum to 0; cancelling: rows with a large sum and a bias cancelling it"),
+      param::number("weights.bias_scale", 1.0).at_least(0).doc("b ~ N(0, bias_scale²) (normal, zero_sum)"),
+      param::number("weights.row_dc", 100.0).at_least(0).doc("cancelling: each row sums to about row_dc"),
   };
   f.validate_probe = [](const ProbeContract& probe) { return check_outlier_count(probe, "shape.in_features"); };
   f.make_fixed = make_fixed;

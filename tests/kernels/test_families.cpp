@@ -1,6 +1,6 @@
-// Kernel-level checks of the families added for the loss, router and projection controls,
-// each against an independent LibTorch formulation (nn::functional), so that a wrong
-// reduction, a wrong top-k or a wrong strided write breaks a test, not only a control.
+// Kernel-level checks of every family against an independent LibTorch formulation
+// (nn::functional or a textbook formula), so that a wrong reduction, a wrong top-k or a
+// wrong strided write breaks a test, not only a control.
 #include "tests/catch_torch.hpp"
 
 #include <cmath>
@@ -8,6 +8,7 @@
 #include "harness/engine/engine.hpp"
 #include "harness/kernels/registry.hpp"
 #include "harness/store/json.hpp"
+#include "harness/testcase/loader.hpp"
 
 namespace F = torch::nn::functional;
 using kcert::kernels::KernelInputs;
@@ -241,5 +242,172 @@ TEST_CASE("moe combine structures agree with dense masking under fp64", "[famili
   for (const char* v : {"dense_masked", "loop_index_add_fp32", "sorted_permute_dispatch", "padded_grouped_bmm"}) {
     INFO(v);
     CHECK(torch::allclose(run("moe_combine", v, in64, ex)[0], expected, 1e-12, 1e-12));
+  }
+}
+
+// ---- the seven families the controls above do not reach, each against nn::functional or
+// a textbook formula in fp64 (the exact policy, so any difference is a different function)
+
+namespace {
+
+// A fixed + one-replicate input set in fp64, and the exact policy.
+KernelInputs exact_inputs(const std::string& family, const kcert::kernels::ProbeContract& p, std::uint64_t seed) {
+  const auto in = inputs(family, p, seed);
+  KernelInputs out;
+  for (const auto& [n, t] : in.tensors()) out.set(n, t.is_floating_point() ? t.to(torch::kFloat64) : t);
+  return out;
+}
+
+bool same_function(const torch::Tensor& got, const torch::Tensor& want) {
+  return got.sizes() == want.sizes() && torch::allclose(got, want, 1e-12, 1e-12);
+}
+
+}  // namespace
+
+TEST_CASE("rmsnorm variants compute x / rms(x) times the gain, Gemma's gain being 1 + w", "[families][rmsnorm]") {
+  const auto ex = Precision::exact();
+  for (const std::string kind : {"around_one", "zero_centred"}) {
+    const auto p = probe("rmsnorm", {{"shape.tokens", std::int64_t{8}}, {"shape.hidden", std::int64_t{32}},
+                                     {"weights.kind", kind}});
+    const auto in = exact_inputs("rmsnorm", p, 3);
+    const auto& x = in.at("x");
+    const auto normed = x * torch::rsqrt(x.pow(2).mean(-1, true) + 1e-6);
+    CHECK(same_function(run("rmsnorm", "llama", in, ex), normed * in.at("w")));
+    CHECK(same_function(run("rmsnorm", "gemma", in, ex), normed * (1.0 + in.at("w"))));
+    CHECK(same_function(run("rmsnorm", "llama_recip_sqrt", in, ex), normed * in.at("w")));
+  }
+}
+
+TEST_CASE("residual rmsnorm returns h = x + r and rmsnorm(h) side by side", "[families][residual_rmsnorm]") {
+  const auto ex = Precision::exact();
+  const auto p = probe("residual_rmsnorm", {{"shape.tokens", std::int64_t{8}}, {"shape.hidden", std::int64_t{32}}});
+  const auto in = exact_inputs("residual_rmsnorm", p, 4);
+  const auto h = in.at("x") + in.at("r");
+  const auto y = h * torch::rsqrt(h.pow(2).mean(-1, true) + 1e-6) * in.at("w");
+  const auto want = torch::cat({h, y}, -1);
+  for (const auto* v : {"hf_unfused", "vllm_fused_add", "fused_fp32_rne"}) {
+    INFO(v);
+    CHECK(same_function(run("residual_rmsnorm", v, in, ex), want));
+  }
+}
+
+TEST_CASE("layernorm variants equal F.layer_norm", "[families][layernorm]") {
+  const auto ex = Precision::exact();
+  const auto p = probe("layernorm", {{"shape.tokens", std::int64_t{8}}, {"shape.hidden", std::int64_t{32}}});
+  const auto in = exact_inputs("layernorm", p, 5);
+  const auto want = F::layer_norm(in.at("x"), F::LayerNormFuncOptions({32}).weight(in.at("g")).bias(in.at("b")).eps(1e-5));
+  for (const auto* v : {"two_pass", "onepass_fp32", "aten_layer_norm"}) {
+    INFO(v);
+    CHECK(same_function(run("layernorm", v, in, ex), want));
+  }
+}
+
+TEST_CASE("linear variants equal F.linear, with and without bias, split-K included", "[families][linear]") {
+  const auto ex = Precision::exact();
+  const auto p = probe("linear", {{"shape.tokens", std::int64_t{8}}, {"shape.in_features", std::int64_t{64}},
+                                  {"shape.out_features", std::int64_t{16}}});
+  const auto in = exact_inputs("linear", p, 6);
+  const auto with_bias = F::linear(in.at("x"), in.at("W"), in.at("b"));
+  for (const auto* v : {"fp32_fused_bias", "round_then_bias", "aten_addmm_w"}) {
+    INFO(v);
+    CHECK(same_function(run("linear", v, in, ex), with_bias));
+  }
+  // The split-K variants (G6) reduce K in chunks and take no bias, like their reference.
+  for (const auto* v : {"fp32_no_bias", "splitk_w_partials", "splitk_fp32_partials"}) {
+    INFO(v);
+    CHECK(same_function(run("linear", v, in, ex), F::linear(in.at("x"), in.at("W"))));
+  }
+}
+
+TEST_CASE("glu variants compute silu(x Wg^T) * (x Wu^T)", "[families][glu]") {
+  const auto ex = Precision::exact();
+  const auto p = probe("glu", {{"shape.tokens", std::int64_t{4}}, {"shape.hidden", std::int64_t{32}},
+                               {"shape.intermediate", std::int64_t{48}}});
+  const auto in = exact_inputs("glu", p, 7);
+  const auto want = F::silu(F::linear(in.at("x"), in.at("Wg"))) * F::linear(in.at("x"), in.at("Wu"));
+  for (const auto* v : {"llama_separate", "fused_gate_up", "fused_act_mul_fp32"}) {
+    INFO(v);
+    CHECK(same_function(run("glu", v, in, ex), want));
+  }
+}
+
+TEST_CASE("attention variants equal causal softmax(q k^T / sqrt(d)) v", "[families][attention]") {
+  const auto ex = Precision::exact();
+  const auto p = probe("attention", {{"shape.heads", std::int64_t{2}}, {"shape.kv_heads", std::int64_t{2}},
+                                     {"shape.tokens", std::int64_t{12}}, {"shape.head_dim", std::int64_t{8}}});
+  const auto in = exact_inputs("attention", p, 8);
+  const auto& q = in.at("q");
+  const auto logits = torch::matmul(q, in.at("k").transpose(-2, -1)) / std::sqrt(8.0);
+  const auto future = torch::ones({12, 12}, torch::kBool).triu(1);
+  const auto want = torch::matmul(torch::softmax(logits.masked_fill(future, -INFINITY), -1), in.at("v"));
+  ParamMap small_tiles;
+  small_tiles.set("tile", std::int64_t{4});  // several key tiles, so the online rescaling runs
+  for (const auto* v : {"eager_hf", "eager_gqa_grouped", "online_softmax_fp32"}) {
+    INFO(v);
+    CHECK(same_function(run("attention", v, in, ex, small_tiles), want));
+  }
+}
+
+TEST_CASE("rope variants rotate pair (i, i + D/2) by pos * base^(-2i/D)", "[families][rope]") {
+  const auto ex = Precision::exact();
+  const auto p = probe("rope", {{"shape.tokens", std::int64_t{6}}, {"shape.heads", std::int64_t{2}},
+                                {"shape.head_dim", std::int64_t{8}}, {"positions.start", std::int64_t{3}},
+                                {"positions.stride", std::int64_t{5}}});
+  const auto in = exact_inputs("rope", p, 9);
+  const auto& x = in.at("x");  // [1, T, H, D]
+  const auto inv = torch::pow(1e4, -torch::arange(0, 8, 2, torch::kFloat64) / 8.0);
+  const auto th = (in.at("pos").unsqueeze(1) * inv.unsqueeze(0)).view({1, 6, 1, 4});
+  const auto a = x.narrow(-1, 0, 4), b = x.narrow(-1, 4, 4);
+  const auto want = torch::cat({a * th.cos() - b * th.sin(), b * th.cos() + a * th.sin()}, -1);
+  for (const auto* v : {"neox_fp32", "neox_w_tables", "complex_interleaved_fp32", "table_sliced_fp32"}) {
+    INFO(v);
+    CHECK(same_function(run("rope", v, in, ex), want));
+  }
+}
+
+TEST_CASE("every variant of every family keeps the output contract under both policies", "[families][contract]") {
+  // Small shapes so all twelve families run in a second; the working policy must return the
+  // family's output dtype, the exact policy fp64, both with the reference's shape.
+  const std::map<std::string, std::map<std::string, kcert::kernels::ParamValue>> small = {
+      {"rmsnorm", {{"shape.tokens", std::int64_t{4}}, {"shape.hidden", std::int64_t{16}}}},
+      {"residual_rmsnorm", {{"shape.tokens", std::int64_t{4}}, {"shape.hidden", std::int64_t{16}}}},
+      {"layernorm", {{"shape.tokens", std::int64_t{4}}, {"shape.hidden", std::int64_t{16}}}},
+      {"rope", {{"shape.tokens", std::int64_t{4}}, {"shape.heads", std::int64_t{2}}, {"shape.head_dim", std::int64_t{8}}}},
+      {"qkv_rope", {{"shape.tokens", std::int64_t{4}}, {"shape.hidden", std::int64_t{32}}, {"shape.heads", std::int64_t{2}},
+                    {"shape.kv_heads", std::int64_t{1}}, {"shape.head_dim", std::int64_t{8}}}},
+      {"activation", {{"shape.tokens", std::int64_t{4}}}},
+      {"linear", {{"shape.tokens", std::int64_t{4}}, {"shape.in_features", std::int64_t{32}}, {"shape.out_features", std::int64_t{8}}}},
+      {"glu", {{"shape.tokens", std::int64_t{4}}, {"shape.hidden", std::int64_t{16}}, {"shape.intermediate", std::int64_t{24}}}},
+      {"loss", {}},
+      {"router", {{"shape.tokens", std::int64_t{8}}, {"shape.hidden", std::int64_t{16}}, {"shape.experts", std::int64_t{8}}}},
+      {"attention", {{"shape.heads", std::int64_t{2}}, {"shape.kv_heads", std::int64_t{2}}, {"shape.tokens", std::int64_t{8}},
+                     {"shape.head_dim", std::int64_t{8}}}},
+      {"moe_combine", {}},
+  };
+  const auto w = Precision::working(kcert::stats::FloatFormat::bf16);
+  const auto ex = Precision::exact();
+  for (const auto& name : registry().family_names()) {
+    REQUIRE(small.count(name) == 1);  // a new family gets a line here
+    const auto& family = registry().family(name);
+    auto p = probe(name, small.at(name));
+    p.shift = 0.1;
+    p.scale = 1.0;
+    const auto in = inputs(name, p, 21);
+    KernelInputs in64;
+    for (const auto& [n, t] : in.tensors()) in64.set(n, t.is_floating_point() ? t.to(torch::kFloat64) : t);
+    const auto out_dtype = kcert::numerics::to_dtype(family.output_format ? family.output_format(p) : p.dtype);
+    std::vector<int64_t> shape;
+    for (const auto& [vname, variant] : family.variants) {
+      INFO(name << "/" << vname);
+      const auto yw = run(name, vname, in, w);
+      const auto y64 = run(name, vname, in64, ex);
+      CHECK(yw.scalar_type() == out_dtype);
+      CHECK(y64.scalar_type() == torch::kFloat64);
+      CHECK(yw.sizes() == y64.sizes());
+      CHECK(yw.size(0) == 1);
+      if (shape.empty()) shape = yw.sizes().vec();
+      CHECK(yw.sizes().vec() == shape);
+      CHECK(torch::isfinite(y64).all().item<bool>());
+    }
   }
 }

@@ -1,11 +1,11 @@
-#include "harness/engine/observations.hpp"
+#include "harness/numerics/observations.hpp"
 
 #include <atomic>
 #include <cmath>
 #include <limits>
 #include <stdexcept>
 
-namespace kcert::engine {
+namespace kcert::numerics {
 
 std::vector<std::int64_t> unravel(std::int64_t flat, at::IntArrayRef shape) {
   std::vector<std::int64_t> index(shape.size());
@@ -91,7 +91,7 @@ BatchObservations observe(const torch::Tensor& ref_t, const torch::Tensor& prod_
       const double bad = !fp ? pp[k] : !fr ? pr[k] : po[k];
       const char* side = !fp ? "production" : !fr ? "reference" : "oracle";
       const std::int64_t i = k % n;
-      out.nonfinite = NonFinite{side, describe_nonfinite(bad),
+      out.nonfinite = gates::NonFinite{side, describe_nonfinite(bad),
                                 gates::Location{first_replicate + k / n, i, unravel(i, output_shape),
                                                 layout.ids[static_cast<std::size_t>(i)]}};
       return;
@@ -132,12 +132,41 @@ BatchObservations observe(const torch::Tensor& ref_t, const torch::Tensor& prod_
   return out;
 }
 
-double k_hat(const ReplicateObservation& o, stats::FloatFormat working) {
-  const double peak = std::min(o.peak, stats::max_finite(working));
-  const double eps = stats::ulp_spacing(peak, working);
-  if (o.e_prod <= eps) return 0.0;  // within one ULP of the oracle: trivially aligned
-  if (o.e_ref == 0.0) return std::numeric_limits<double>::infinity();
-  return (o.e_prod - eps) / o.e_ref;
+std::vector<gates::AlgebraObservation> compare_fp64(const torch::Tensor& ref64_t, const torch::Tensor& prod64_t,
+                                                    std::int64_t first, const BucketLayout& layout,
+                                                    at::IntArrayRef shape) {
+  const auto ref64 = ref64_t.to(torch::kCPU).contiguous();
+  const auto prod64 = prod64_t.to(torch::kCPU).contiguous();
+  const auto n = static_cast<std::int64_t>(layout.ids.size());
+  const double* r = ref64.data_ptr<double>();
+  const double* p = prod64.data_ptr<double>();
+  const auto at = [&](std::int64_t b, std::int64_t i) {
+    return gates::Location{first + b, i, unravel(i, shape), layout.ids[static_cast<std::size_t>(i)]};
+  };
+  std::vector<gates::AlgebraObservation> out;
+  for (std::int64_t b = 0; b < ref64.size(0); ++b, r += n, p += n) {
+    gates::AlgebraObservation o;
+    double max_ref = 0.0, max_diff = 0.0;
+    std::int64_t arg = 0;
+    for (std::int64_t i = 0; i < n; ++i) {
+      const bool fr = std::isfinite(r[i]), fp = std::isfinite(p[i]);
+      if (!fr || !fp) {
+        const bool same = (std::isnan(r[i]) && std::isnan(p[i])) || (!fr && !fp && r[i] == p[i]);
+        if (!same && !o.mismatch) o.mismatch = at(b, i);
+        continue;
+      }
+      max_ref = std::max(max_ref, std::fabs(r[i]));
+      const double d = std::fabs(p[i] - r[i]);
+      if (d > max_diff) {
+        max_diff = d;
+        arg = i;
+      }
+    }
+    o.discrepancy = max_diff / std::max(max_ref, std::numeric_limits<double>::min());
+    o.worst = at(b, arg);
+    out.push_back(std::move(o));
+  }
+  return out;
 }
 
-}  // namespace kcert::engine
+}  // namespace kcert::numerics

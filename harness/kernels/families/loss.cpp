@@ -125,14 +125,11 @@ void register_loss_family(Registry& registry) {
       "token cross-entropy over micro-batches: logits [tokens, vocab] in W, targets [tokens]; fp32 per-token outputs";
   f.bucket_axes = {"position", "microbatch"};
   f.probe_params = {
-      {"shape.microbatches", ParamType::integer, ParamValue{std::int64_t{1}}, 1.0, std::nullopt, {},
-       "micro-batches accumulated into one step"},
-      {"shape.tokens", ParamType::integer, ParamValue{std::int64_t{64}}, 1.0, std::nullopt, {}, "tokens per micro-batch"},
-      {"shape.vocab", ParamType::integer, ParamValue{std::int64_t{32768}}, 2.0, std::nullopt, {}, "vocabulary size"},
-      {"ignore.min", ParamType::number, ParamValue{0.0}, 0.0, 0.99, {},
-       "fraction of ignored (padding) tokens in the first micro-batch"},
-      {"ignore.max", ParamType::number, ParamValue{0.0}, 0.0, 0.99, {},
-       "fraction in the last micro-batch (linear in between)"},
+      param::integer("shape.microbatches", 1).at_least(1).doc("micro-batches accumulated into one step"),
+      param::integer("shape.tokens", 64).at_least(1).doc("tokens per micro-batch"),
+      param::integer("shape.vocab", 32768).at_least(2).doc("vocabulary size"),
+      param::number("ignore.min", 0.0).at_least(0).at_most(0.99).doc("fraction of ignored (padding) tokens in the first micro-batch"),
+      param::number("ignore.max", 0.0).at_least(0).at_most(0.99).doc("fraction in the last micro-batch (linear in between)"),
   };
   f.validate_probe = [](const ProbeContract& probe) -> std::optional<FieldError> {
     if (probe.params.number("ignore.max") < probe.params.number("ignore.min")) {

@@ -4,7 +4,7 @@
 // SweepOutput::finite (the caller then locates it with a slow scan).
 #include <cstdint>
 
-namespace kcert::engine::detail {
+namespace kcert::numerics::detail {
 
 enum class BucketPattern {
   periodic,  // bucket of element i is i % G (the last dimension is the bucket axis)
@@ -27,4 +27,4 @@ struct SweepOutput {
 void sweep(const double* ref, const double* prod, const double* oracle, std::int64_t n, const std::int64_t* ids,
            std::int64_t buckets, BucketPattern pattern, double rtol, double atol, SweepOutput& out);
 
-}  // namespace kcert::engine::detail
+}  // namespace kcert::numerics::detail

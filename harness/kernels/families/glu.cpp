@@ -71,11 +71,10 @@ void register_glu_family(Registry& registry) {
   f.description = "SwiGLU MLP up-projection: x [tokens, hidden], Wg and Wu [intermediate, hidden]";
   f.bucket_axes = {"channel", "row"};
   f.probe_params = {
-      {"shape.tokens", ParamType::integer, ParamValue{std::int64_t{32}}, 1.0, std::nullopt, {}, "tokens per replicate"},
-      {"shape.hidden", ParamType::integer, ParamValue{std::int64_t{1024}}, 1.0, std::nullopt, {}, "hidden size"},
-      {"shape.intermediate", ParamType::integer, ParamValue{std::int64_t{2048}}, 1.0, std::nullopt, {}, "intermediate size"},
-      {"weights.gain", ParamType::number, ParamValue{1.0}, 0.0, std::nullopt, {},
-       "projection weights ~ N(0, gain²/hidden): pre-activations of order gain"},
+      param::integer("shape.tokens", 32).at_least(1).doc("tokens per replicate"),
+      param::integer("shape.hidden", 1024).at_least(1).doc("hidden size"),
+      param::integer("shape.intermediate", 2048).at_least(1).doc("intermediate size"),
+      param::number("weights.gain", 1.0).at_least(0).doc("projection weights ~ N(0, gain²/hidden): pre-activations of order gain"),
   };
   f.validate_probe = [](const ProbeContract& probe) { return check_outlier_count(probe, "shape.hidden"); };
   f.make_fixed = make_fixed;

@@ -13,7 +13,7 @@ namespace {
 using numerics::Precision;
 
 const std::vector<ParamSpec> kEpsParam = {
-    {"eps", ParamType::number, ParamValue{1e-5}, 0.0, std::nullopt, {}, "added to the variance; pass it on both sides"}};
+    param::number("eps", 1e-5).at_least(0).doc("added to the variance; pass it on both sides")};
 
 Variant variant(std::string name, std::string description, KernelFn fn) {
   return builtin_variant(std::move(name), std::move(description), kEpsParam, std::move(fn));
@@ -84,10 +84,10 @@ void register_layernorm_family(Registry& registry) {
   f.description = "LayerNorm over the hidden dimension: x [tokens, hidden], gain g and bias b [hidden]";
   f.bucket_axes = {"channel", "row"};
   f.probe_params = {
-      {"shape.tokens", ParamType::integer, ParamValue{std::int64_t{512}}, 1.0, std::nullopt, {}, "tokens per replicate"},
-      {"shape.hidden", ParamType::integer, ParamValue{std::int64_t{256}}, 2.0, std::nullopt, {}, "hidden size"},
-      {"weights.spread", ParamType::number, ParamValue{0.1}, 0.0, std::nullopt, {}, "g = 1 + spread·N(0,1)"},
-      {"weights.bias_spread", ParamType::number, ParamValue{0.1}, 0.0, std::nullopt, {}, "b = bias_spread·N(0,1)"},
+      param::integer("shape.tokens", 512).at_least(1).doc("tokens per replicate"),
+      param::integer("shape.hidden", 256).at_least(2).doc("hidden size"),
+      param::number("weights.spread", 0.1).at_least(0).doc("g = 1 + spread·N(0,1)"),
+      param::number("weights.bias_spread", 0.1).at_least(0).doc("b = bias_spread·N(0,1)"),
   };
   f.validate_probe = [](const ProbeContract& probe) { return check_outlier_count(probe, "shape.hidden"); };
   f.make_fixed = make_fixed;

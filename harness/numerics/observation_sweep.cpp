@@ -1,10 +1,10 @@
-#include "harness/engine/observation_sweep.hpp"
+#include "harness/numerics/observation_sweep.hpp"
 
 #include <algorithm>
 #include <cmath>
 #include <vector>
 
-namespace kcert::engine::detail {
+namespace kcert::numerics::detail {
 
 namespace {
 
@@ -118,4 +118,4 @@ void sweep(const double* ref, const double* prod, const double* oracle, std::int
   out.peak = peak;
 }
 
-}  // namespace kcert::engine::detail
+}  // namespace kcert::numerics::detail

@@ -115,24 +115,16 @@ torch::Tensor configurable_router(const KernelInputs& in, const Precision& p, co
 }
 
 const std::vector<ParamSpec> kRouterParams = {
-    {"logits", ParamType::string, ParamValue{std::string("fp32")}, std::nullopt, std::nullopt, {"fp32", "tf32", "w"},
-     "router GEMM: fp32 operands and result, TF32 operands, or result rounded to W"},
-    {"scoring", ParamType::string, ParamValue{std::string("softmax")}, std::nullopt, std::nullopt, {"softmax", "sigmoid"},
-     "softmax over experts (Mixtral) or sigmoid scores with a selection-only correction bias (DeepSeek-V3)"},
-    {"order", ParamType::string, ParamValue{std::string("softmax_topk")}, std::nullopt, std::nullopt,
-     {"softmax_topk", "topk_softmax"}, "softmax then top-k, or top-k on logits then softmax over the k"},
-    {"softmax", ParamType::string, ParamValue{std::string("manual")}, std::nullopt, std::nullopt, {"manual", "fused_dtype"},
-     "exp(l - max)/sum in the accumulation dtype, or at::softmax(W logits, dtype=float) (#6)"},
-    {"selection", ParamType::string, ParamValue{std::string("topk")}, std::nullopt, std::nullopt,
-     {"topk", "stable_sort", "argmax_rounds", "stable_sort_high_id"}, "how the k experts are chosen (tie rules)"},
-    {"renormalize", ParamType::boolean, ParamValue{true}, std::nullopt, std::nullopt, {}, "divide the k weights by their sum"},
-    {"round_probabilities", ParamType::boolean, ParamValue{false}, std::nullopt, std::nullopt, {},
-     "round the probabilities to W before the top-k"},
-    {"bias_in_weights", ParamType::boolean, ParamValue{false}, std::nullopt, std::nullopt, {},
-     "sigmoid scoring: gather the weights from score + correction bias (M4)"},
-    {"routed_scaling", ParamType::number, ParamValue{1.0}, 0.0, std::nullopt, {}, "routed_scaling_factor"},
-    {"scaling_only_with_renorm", ParamType::boolean, ParamValue{false}, std::nullopt, std::nullopt, {},
-     "apply routed_scaling only inside the renormalize branch (M7)"},
+    param::text("logits", "fp32").one_of({"fp32", "tf32", "w"}).doc("router GEMM: fp32 operands and result, TF32 operands, or result rounded to W"),
+    param::text("scoring", "softmax").one_of({"softmax", "sigmoid"}).doc("softmax over experts (Mixtral) or sigmoid scores with a selection-only correction bias (DeepSeek-V3)"),
+    param::text("order", "softmax_topk").one_of({"softmax_topk", "topk_softmax"}).doc("softmax then top-k, or top-k on logits then softmax over the k"),
+    param::text("softmax", "manual").one_of({"manual", "fused_dtype"}).doc("exp(l - max)/sum in the accumulation dtype, or at::softmax(W logits, dtype=float) (#6)"),
+    param::text("selection", "topk").one_of({"topk", "stable_sort", "argmax_rounds", "stable_sort_high_id"}).doc("how the k experts are chosen (tie rules)"),
+    param::flag("renormalize", true).doc("divide the k weights by their sum"),
+    param::flag("round_probabilities", false).doc("round the probabilities to W before the top-k"),
+    param::flag("bias_in_weights", false).doc("sigmoid scoring: gather the weights from score + correction bias (M4)"),
+    param::number("routed_scaling", 1.0).at_least(0).doc("routed_scaling_factor"),
+    param::flag("scaling_only_with_renorm", false).doc("apply routed_scaling only inside the renormalize branch (M7)"),
 };
 
 std::vector<Variant> router_variants() {
@@ -181,14 +173,12 @@ void register_router_family(Registry& registry) {
   f.description = "MoE router: h [tokens, hidden] → logits [tokens, experts] → top-k combine weights (dense, W)";
   f.bucket_axes = {"expert", "token"};
   f.probe_params = {
-      {"shape.tokens", ParamType::integer, ParamValue{std::int64_t{1024}}, 1.0, std::nullopt, {}, "tokens per replicate"},
-      {"shape.hidden", ParamType::integer, ParamValue{std::int64_t{1024}}, 1.0, std::nullopt, {}, "model width"},
-      {"shape.experts", ParamType::integer, ParamValue{std::int64_t{64}}, 2.0, std::nullopt, {}, "routed experts E"},
-      {"router.top_k", ParamType::integer, ParamValue{std::int64_t{4}}, 1.0, std::nullopt, {}, "experts per token k"},
-      {"router.correction_bias", ParamType::number, ParamValue{0.0}, 0.0, std::nullopt, {},
-       "spread of the per-expert correction bias b ~ U(-spread, spread) (sigmoid scoring)"},
-      {"router.weight_dtype", ParamType::string, ParamValue{std::string("fp32")}, std::nullopt, std::nullopt,
-       {"fp32", "w"}, "fp32: the gate weight kept in fp32; w: rounded to the working dtype"},
+      param::integer("shape.tokens", 1024).at_least(1).doc("tokens per replicate"),
+      param::integer("shape.hidden", 1024).at_least(1).doc("model width"),
+      param::integer("shape.experts", 64).at_least(2).doc("routed experts E"),
+      param::integer("router.top_k", 4).at_least(1).doc("experts per token k"),
+      param::number("router.correction_bias", 0.0).at_least(0).doc("spread of the per-expert correction bias b ~ U(-spread, spread) (sigmoid scoring)"),
+      param::text("router.weight_dtype", "fp32").one_of({"fp32", "w"}).doc("fp32: the gate weight kept in fp32; w: rounded to the working dtype"),
   };
   f.validate_probe = [](const ProbeContract& probe) -> std::optional<FieldError> {
     const auto k = probe.params.integer("router.top_k"), e = probe.params.integer("shape.experts");

@@ -15,7 +15,7 @@ namespace {
 using numerics::Precision;
 
 const std::vector<ParamSpec> kEpsParam = {
-    {"eps", ParamType::number, ParamValue{1e-6}, 0.0, std::nullopt, {}, "added to the mean square"}};
+    param::number("eps", 1e-6).at_least(0).doc("added to the mean square")};
 
 Variant variant(std::string name, std::string description, KernelFn fn) {
   return builtin_variant(std::move(name), std::move(description), kEpsParam, std::move(fn));
@@ -91,11 +91,10 @@ void register_residual_rmsnorm_family(Registry& registry) {
   f.description = "residual add + RMSNorm: x, r [tokens, hidden], w [hidden]; output [h | y] [tokens, 2·hidden]";
   f.bucket_axes = {"channel", "row"};
   f.probe_params = {
-      {"shape.tokens", ParamType::integer, ParamValue{std::int64_t{256}}, 1.0, std::nullopt, {}, "tokens per replicate"},
-      {"shape.hidden", ParamType::integer, ParamValue{std::int64_t{1024}}, 2.0, std::nullopt, {}, "hidden size"},
-      {"weights.spread", ParamType::number, ParamValue{0.1}, 0.0, std::nullopt, {}, "w = 1 + spread·N(0,1)"},
-      {"residual.scale", ParamType::number, ParamValue{1.0}, 0.0, std::nullopt, {},
-       "the residual stream r is drawn with shift and scale multiplied by this (late layers: 4)"},
+      param::integer("shape.tokens", 256).at_least(1).doc("tokens per replicate"),
+      param::integer("shape.hidden", 1024).at_least(2).doc("hidden size"),
+      param::number("weights.spread", 0.1).at_least(0).doc("w = 1 + spread·N(0,1)"),
+      param::number("residual.scale", 1.0).at_least(0).doc("the residual stream r is drawn with shift and scale multiplied by this (late layers: 4)"),
   };
   f.validate_probe = [](const ProbeContract& probe) { return check_outlier_count(probe, "shape.hidden"); };
   f.make_fixed = make_fixed;

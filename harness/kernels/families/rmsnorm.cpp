@@ -15,8 +15,7 @@ namespace {
 using numerics::Precision;
 
 const std::vector<ParamSpec> kEpsParam = {
-    {"eps", ParamType::number, ParamValue{1e-6}, 0.0, std::nullopt, {},
-     "added to the mean square before the square root; pass it explicitly on both sides"}};
+    param::number("eps", 1e-6).at_least(0).doc("added to the mean square before the square root; pass it explicitly on both sides")};
 
 // u = up(x), r = 1/sqrt(mean(u²) + eps) over the hidden dimension, in the accumulation dtype.
 torch::Tensor inverse_rms(const torch::Tensor& u, double eps) {
@@ -159,14 +158,11 @@ void register_rmsnorm_family(Registry& registry) {
   f.description = "RMSNorm over the hidden dimension: x [tokens, hidden], weight w [hidden]";
   f.bucket_axes = {"channel", "row"};
   f.probe_params = {
-      {"shape.tokens", ParamType::integer, ParamValue{std::int64_t{512}}, 1.0, std::nullopt, {}, "tokens per replicate"},
-      {"shape.hidden", ParamType::integer, ParamValue{std::int64_t{256}}, 2.0, std::nullopt, {}, "hidden size"},
-      {"weights.kind", ParamType::string, ParamValue{std::string("around_one")}, std::nullopt, std::nullopt,
-       {"around_one", "zero_centred"},
-       "around_one: w = 1 + spread·N(0,1) (Llama); zero_centred: w ~ U(-spread, spread), gain 1 + w (Gemma)"},
-      {"weights.spread", ParamType::number, ParamValue{0.1}, 0.0, std::nullopt, {}, "spread of the weight law"},
-      {"weights.large", ParamType::number_list, ParamValue{std::vector<double>{}}, std::nullopt, std::nullopt, {},
-       "values written over the first weights (real checkpoints have a few large gains, e.g. 15.8)"},
+      param::integer("shape.tokens", 512).at_least(1).doc("tokens per replicate"),
+      param::integer("shape.hidden", 256).at_least(2).doc("hidden size"),
+      param::text("weights.kind", "around_one").one_of({"around_one", "zero_centred"}).doc("around_one: w = 1 + spread·N(0,1) (Llama); zero_centred: w ~ U(-spread, spread), gain 1 + w (Gemma)"),
+      param::number("weights.spread", 0.1).at_least(0).doc("spread of the weight law"),
+      param::number_list("weights.large", {}).doc("values written over the first weights (real checkpoints have a few large gains, e.g. 15.8)"),
   };
   f.validate_probe = validate;
   f.make_fixed = make_fixed;

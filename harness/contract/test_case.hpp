@@ -1,11 +1,13 @@
 #pragma once
-// A test case (YAML schema v1, docs/testcases.md): a (reference, production) kernel pair of
-// one family, the probe contract, the bucket axis, gate settings and the expected outcome.
+// The contract of a test case: a (reference, production) kernel pair of one family, the
+// probe contract, the bucket axis, gate settings and the expected outcome. Plain values,
+// YAML-free: the loader (harness/testcase, docs/testcases.md) produces it, the engine
+// consumes it, so the engine never depends on the file format.
 #include <cstdint>
 #include <map>
 #include <optional>
-#include <stdexcept>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "harness/kernels/schema.hpp"
@@ -13,10 +15,10 @@
 #include "harness/stats/tail.hpp"
 #include "harness/stats/verdict.hpp"
 
-namespace kcert::testcase {
+namespace kcert::contract {
 
 enum class Kind { negative, positive };
-std::string_view to_string(Kind k);
+inline std::string_view to_string(Kind k) { return k == Kind::negative ? "negative" : "positive"; }
 
 struct KernelChoice {
   std::string variant;
@@ -69,27 +71,4 @@ struct TestCase {
   std::string calibration;
 };
 
-// Bad input at the edge: the message starts with "file:line:col: field: ".
-class LoadError : public std::runtime_error {
- public:
-  using std::runtime_error::runtime_error;
-};
-
-using FamilySchemas = std::map<std::string, kernels::FamilySchema>;
-
-// Loads and validates one file. `profile` selects `profiles.<name>` overrides when the
-// file defines them (otherwise the contract applies unchanged). Every profile the file
-// defines is validated too, so a typo in a CI profile fails at load time.
-TestCase load_testcase(const std::string& path, const FamilySchemas& families, const std::string& profile = "");
-TestCase parse_testcase(const std::string& yaml_text, const std::string& source, const FamilySchemas& families,
-                        const std::string& profile = "");
-
-// The plugin libraries a case file names under `plugins:`, resolved against the file's
-// folder; read before validation so their variants exist when the file is checked.
-std::vector<std::string> plugin_paths(const std::string& path);
-
-// Expands directories (recursively, *.yaml and *.yml) and keeps files as given; sorted
-// within each directory. Throws LoadError for a path that does not exist.
-std::vector<std::string> collect_testcase_files(const std::vector<std::string>& paths);
-
-}  // namespace kcert::testcase
+}  // namespace kcert::contract

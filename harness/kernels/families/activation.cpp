@@ -20,8 +20,7 @@ Variant variant(std::string name, std::string description, KernelFn fn, std::vec
 }
 
 const std::vector<ParamSpec> kHiddenParam = {
-    {"hidden", ParamType::integer, ParamValue{std::int64_t{3072}}, 1.0, std::nullopt, {},
-     "model width H; the embedding normalizer is sqrt(H) (3072: 55.4256, 55.5 in bf16)"}};
+    param::integer("hidden", 3072).at_least(1).doc("model width H; the embedding normalizer is sqrt(H) (3072: 55.4256, 55.5 in bf16)")};
 
 torch::Tensor gelu_tanh_formula(const torch::Tensor& u) {
   const double k = std::sqrt(2.0 / M_PI);
@@ -94,8 +93,8 @@ void register_activation_family(Registry& registry) {
   f.description = "elementwise activation (GELU, SiLU): x [tokens, channels]";
   f.bucket_axes = {"channel", "row"};
   f.probe_params = {
-      {"shape.tokens", ParamType::integer, ParamValue{std::int64_t{512}}, 1.0, std::nullopt, {}, "tokens per replicate"},
-      {"shape.channels", ParamType::integer, ParamValue{std::int64_t{512}}, 1.0, std::nullopt, {}, "channels"},
+      param::integer("shape.tokens", 512).at_least(1).doc("tokens per replicate"),
+      param::integer("shape.channels", 512).at_least(1).doc("channels"),
   };
   f.validate_probe = [](const ProbeContract& probe) { return check_outlier_count(probe, "shape.channels"); };
   f.make_fixed = [](const ProbeContract&, std::uint64_t) { return KernelInputs{}; };

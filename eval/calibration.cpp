@@ -1,0 +1,61 @@
+#include "eval/calibration.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+namespace kcert::eval {
+
+std::vector<FamilyPlan> plan_calibration(const std::vector<ControlOutcome>& controls,
+                                         const std::map<std::string, CurrentThresholds>& current,
+                                         const CalibrationRule& rule) {
+  std::map<std::string, FamilyPlan> plans;
+  for (const auto& c : controls) {
+    auto& p = plans[c.family];
+    p.family = c.family;
+    p.old_warn = rule.default_warn;
+    p.old_fail = rule.default_fail;
+    if (c.kind != "positive") continue;
+    if (!c.error.empty()) {
+      p.refused = "positive " + c.id + " did not run (" + c.error + ")";
+      continue;
+    }
+    if (c.verdict == stats::Verdict::fail && p.refused.empty()) {
+      p.refused = fmt::format("positive {} FAILed (algebra/bias/variance {}/{}/{}) in the source run", c.id,
+                              stats::to_string(c.algebra), stats::to_string(c.bias), stats::to_string(c.variance));
+    }
+    ++p.positives;
+    const double u = c.variance_u.value_or(0.0);
+    p.used[c.id] = u;
+    p.max_u = std::max(p.max_u, u);
+  }
+  std::vector<FamilyPlan> out;
+  for (auto& [family, p] : plans) {
+    if (const auto it = current.find(family); it != current.end()) {
+      p.old_warn = it->second.warn_k;
+      p.old_fail = it->second.fail_k;
+      p.old_label = it->second.label;
+    }
+    if (p.refused.empty() && p.positives < rule.min_positives) {
+      p.refused = fmt::format("{} positive control(s) in the source run, {} needed", p.positives, rule.min_positives);
+    }
+    p.new_warn = std::max(rule.floor, rule.margin * p.max_u);
+    p.new_fail = rule.ratio * p.new_warn;
+    out.push_back(std::move(p));
+  }
+  return out;
+}
+
+std::vector<ControlOutcome> apply_calibration(std::vector<ControlOutcome> controls, const std::vector<FamilyPlan>& plans) {
+  for (auto& c : controls) {
+    const auto it = std::find_if(plans.begin(), plans.end(), [&](const FamilyPlan& p) { return p.family == c.family; });
+    if (it == plans.end() || !it->refused.empty() || !c.error.empty()) continue;
+    // A +inf U (stored as no value with a FAIL) stays a FAIL under any threshold.
+    if (!c.variance_u && c.variance == stats::Verdict::fail) continue;
+    c.variance = stats::threshold_verdict(c.variance_u.value_or(0.0), it->new_warn, it->new_fail);
+    c.verdict = stats::worst(c.algebra, stats::worst(c.bias, c.variance));
+  }
+  return controls;
+}
+
+}  // namespace kcert::eval

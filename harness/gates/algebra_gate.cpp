@@ -1,0 +1,55 @@
+#include "harness/gates/algebra_gate.hpp"
+
+#include <algorithm>
+#include <string>
+
+
+namespace kcert::gates {
+
+std::string location_text(const Location& l) {
+  std::string idx;
+  for (auto i : l.index) idx += (idx.empty() ? "" : ",") + std::to_string(i);
+  return "replicate " + std::to_string(l.replicate) + ", element [" + idx + "], bucket " + std::to_string(l.bucket);
+}
+
+std::uint64_t AlgebraGate::fp64_replicates(std::uint64_t first, std::uint64_t count) const {
+  return first < wanted_ ? std::min(wanted_ - first, count) : 0;
+}
+
+void AlgebraGate::observe(const ReplicateBatch& batch) {
+  for (const auto& o : batch.algebra) {
+    // The first pattern mismatch is what the reason names; later replicates cannot move it.
+    if (o.mismatch && !pattern_mismatch_) {
+      pattern_mismatch_ = true;
+      where_ = *o.mismatch;
+    }
+    if (o.discrepancy > worst_ || replicates_ == 0) {
+      if (!pattern_mismatch_) where_ = o.worst;
+      worst_ = std::max(worst_, o.discrepancy);
+    }
+    ++replicates_;
+  }
+}
+
+AlgebraResult AlgebraGate::decide() const {
+  AlgebraResult r;
+  r.replicates = replicates_;
+  r.tolerance = tolerance_;
+  r.worst_discrepancy = worst_;
+  r.worst = where_;
+  if (pattern_mismatch_) {
+    r.verdict = Verdict::fail;
+    r.reason = "NaN/Inf patterns differ under the fp64 policy at " + location_text(where_);
+  } else if (worst_ > tolerance_) {
+    r.verdict = Verdict::fail;
+    r.reason = "different real functions: max relative discrepancy " + std::to_string(worst_) + " > " +
+               std::to_string(tolerance_) + " at " + location_text(where_);
+  } else {
+    r.verdict = Verdict::pass;
+    r.reason = "same function on " + std::to_string(replicates_) + " fp64 replicates (max discrepancy " +
+               std::to_string(worst_) + ")";
+  }
+  return r;
+}
+
+}  // namespace kcert::gates

@@ -1,0 +1,33 @@
+#pragma once
+// Gate ① (method.md §2): do reference and production compute the same real function? Both
+// run under the fp64 policy on the first N_alg replicates; PASS when every relative
+// discrepancy d_r is within tol_alg and the NaN/Inf patterns agree.
+#include "harness/gates/gate.hpp"
+#include "harness/gates/results.hpp"
+
+namespace kcert::gates {
+
+class AlgebraGate final : public Gate {
+ public:
+  AlgebraGate(std::uint64_t replicates, double tolerance) : wanted_(replicates), tolerance_(tolerance) {}
+
+  // How many of the `count` replicates starting at `first` need the fp64 production run.
+  std::uint64_t fp64_replicates(std::uint64_t first, std::uint64_t count) const;
+
+  void observe(const ReplicateBatch& batch) override;
+  std::uint64_t wants_more(std::uint64_t done) override { return done < wanted_ ? wanted_ - done : 0; }
+  AlgebraResult decide() const;
+
+ private:
+  std::uint64_t wanted_;
+  double tolerance_;
+  double worst_ = 0.0;
+  Location where_;
+  bool pattern_mismatch_ = false;
+  int replicates_ = 0;
+};
+
+// "replicate r, element [i,j], bucket g", for reasons.
+std::string location_text(const Location& l);
+
+}  // namespace kcert::gates

@@ -1,0 +1,22 @@
+#pragma once
+// The interface every gate (and the baseline checks) presents to the evaluation loop: it
+// observes replicate batches in replicate order and says how many more replicates it
+// needs. Each gate then decides on its own result type (results.hpp).
+#include <cstdint>
+
+#include "harness/gates/observation.hpp"
+
+namespace kcert::gates {
+
+class Gate {
+ public:
+  virtual ~Gate() = default;
+  // Batches arrive in replicate order, each exactly once.
+  virtual void observe(const ReplicateBatch& batch) = 0;
+  // How many replicates beyond `done` this gate still needs; 0 when it has enough. Not
+  // const: a gate with its own stopping rule (the variance gate) takes its look here, once
+  // every gate's earlier need has been met.
+  virtual std::uint64_t wants_more(std::uint64_t done) = 0;
+};
+
+}  // namespace kcert::gates

@@ -1,0 +1,39 @@
+#pragma once
+// YAML schema v1 (docs/testcases.md): reads and validates case files into contract::TestCase.
+#include <map>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "harness/contract/test_case.hpp"
+#include "harness/kernels/schema.hpp"
+
+namespace kcert::testcase {
+
+using contract::TestCase;
+
+// Bad input at the edge: the message starts with "file:line:col: field: ".
+class LoadError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+using FamilySchemas = std::map<std::string, kernels::FamilySchema>;
+
+// Loads and validates one file. `profile` selects `profiles.<name>` overrides when the
+// file defines them (otherwise the contract applies unchanged). Every profile the file
+// defines is validated too, so a typo in a CI profile fails at load time.
+TestCase load_testcase(const std::string& path, const FamilySchemas& families, const std::string& profile = "");
+TestCase parse_testcase(const std::string& yaml_text, const std::string& source, const FamilySchemas& families,
+                        const std::string& profile = "");
+
+// The plugin libraries a case file names under `plugins:`, resolved against the file's
+// folder; read before validation so their variants exist when the file is checked.
+std::vector<std::string> plugin_paths(const std::string& path);
+
+// Expands directories (recursively, *.yaml and *.yml) and keeps files as given; sorted
+// within each directory. Throws LoadError for a path that does not exist.
+std::vector<std::string> collect_testcase_files(const std::vector<std::string>& paths);
+
+
+}  // namespace kcert::testcase

@@ -1,0 +1,94 @@
+// Suite-level policies on plain outcomes: calibration rule kcert-cal/1, change detection
+// between runs, and the nightly's exit policy.
+#include <catch2/catch.hpp>
+
+#include "eval/calibration.hpp"
+#include "eval/changes.hpp"
+
+using kcert::eval::ControlOutcome;
+using kcert::stats::Verdict;
+
+namespace {
+ControlOutcome control(std::string id, std::string kind, std::string family, std::optional<double> u,
+                       Verdict variance = Verdict::pass) {
+  ControlOutcome o;
+  o.id = std::move(id);
+  o.kind = std::move(kind);
+  o.family = std::move(family);
+  o.variance_u = u;
+  o.variance = variance;
+  o.verdict = variance;
+  return o;
+}
+}  // namespace
+
+TEST_CASE("kcert-cal/1: warn_K = max(1, 1.5 max U of positives), fail_K = 5 warn_K", "[eval][calibration]") {
+  const std::vector<ControlOutcome> controls = {
+      control("p1", "positive", "rmsnorm", 0.2), control("p2", "positive", "rmsnorm", 1.2),
+      control("p3", "positive", "rmsnorm", 0.0), control("n1", "negative", "rmsnorm", 3.0, Verdict::warn),
+      control("q1", "positive", "rope", 0.1),    control("q2", "positive", "rope", 0.1),
+  };
+  const auto plans = kcert::eval::plan_calibration(controls, {{"rope", {1.0, 5.0, "cal-7"}}});
+  REQUIRE(plans.size() == 2);
+  const auto& rms = plans[0];
+  CHECK(rms.family == "rmsnorm");
+  CHECK(rms.refused.empty());
+  CHECK(rms.positives == 3);
+  CHECK(rms.new_warn == Approx(1.8));
+  CHECK(rms.new_fail == Approx(9.0));
+  CHECK(rms.old_label == "defaults");
+  const auto& rope = plans[1];
+  CHECK(rope.refused == "2 positive control(s) in the source run, 3 needed");
+  CHECK(rope.old_label == "cal-7");
+  CHECK(rope.old_warn == 1.0);
+
+  // Under warn 1.8 / fail 9 the negative at U = 3 stays WARN; one at 10 would FAIL.
+  auto after = kcert::eval::apply_calibration(controls, plans);
+  CHECK(after[3].variance == Verdict::warn);
+  auto hot = controls;
+  hot[3].variance_u = 10.0;
+  after = kcert::eval::apply_calibration(hot, plans);
+  CHECK(after[3].variance == Verdict::fail);
+  CHECK(after[3].verdict == Verdict::fail);
+}
+
+TEST_CASE("kcert-cal/1 refuses a family whose positive FAILed, and keeps +inf U a FAIL", "[eval][calibration]") {
+  std::vector<ControlOutcome> controls = {
+      control("p1", "positive", "router", 0.1), control("p2", "positive", "router", 0.1),
+      control("p3", "positive", "router", 46.6, Verdict::fail), control("n1", "negative", "linear", std::nullopt, Verdict::fail),
+      control("p4", "positive", "linear", 0.0), control("p5", "positive", "linear", 0.0), control("p6", "positive", "linear", 0.0),
+  };
+  const auto plans = kcert::eval::plan_calibration(controls, {});
+  CHECK(plans[1].family == "router");
+  CHECK(plans[1].refused.find("positive p3 FAILed") == 0);
+  CHECK(plans[0].family == "linear");
+  CHECK(plans[0].new_warn == 1.0);  // the floor
+  const auto after = kcert::eval::apply_calibration(controls, plans);
+  CHECK(after[3].variance == Verdict::fail);  // U = +inf stays FAIL under any threshold
+}
+
+TEST_CASE("changes between runs: escapes, new false alarms and flips are alarming, U moves are not", "[eval][changes]") {
+  auto neg_then = control("n", "negative", "rmsnorm", 5.0, Verdict::warn);
+  auto neg_now = control("n", "negative", "rmsnorm", 1.0, Verdict::pass);
+  neg_now.variance_se = 0.1;
+  auto pos_then = control("p", "positive", "rmsnorm", 1.0);
+  auto pos_now = control("p", "positive", "rmsnorm", 12.0, Verdict::fail);
+  const auto changes = kcert::eval::compare_runs({neg_now, pos_now}, {{"n", neg_then}, {"p", pos_then}});
+  std::vector<std::string> what;
+  for (const auto& c : changes) what.push_back(c.id + ": " + c.what + (c.alarming ? " !" : ""));
+  CHECK(what == std::vector<std::string>{
+                    "n: ESCAPE: no longer detected !",
+                    "n: verdict flipped: algebra/bias/variance PASS/PASS/WARN -> PASS/PASS/PASS !",
+                    "n: U moved 5 -> 1 (more than 3 se = 0.3)",
+                    "p: NEW FALSE ALARM (FAIL) !",
+                    "p: verdict flipped: algebra/bias/variance PASS/PASS/PASS -> PASS/PASS/FAIL !",
+                });
+
+  kcert::eval::Falsifiability table;
+  CHECK(kcert::eval::nightly_verdict(table, {}).status == kcert::eval::NightlyStatus::ok);
+  CHECK(kcert::eval::nightly_verdict(table, changes).status == kcert::eval::NightlyStatus::finding);
+  table.errors = 1;
+  const auto v = kcert::eval::nightly_verdict(table, changes);
+  CHECK(v.status == kcert::eval::NightlyStatus::error);
+  CHECK(v.reasons.front() == "1 control(s) could not be run (harness or input error)");
+}
