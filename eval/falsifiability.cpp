@@ -45,6 +45,8 @@ ControlOutcome outcome(const engine::CaseResult& r) {
   o.unexpected = r.unexpected;
   if (std::isfinite(r.variance.tail.U)) o.variance_u = r.variance.tail.U;
   if (r.variance.tail.mode == stats::TailMode::fitted && std::isfinite(r.variance.tail.se)) o.variance_se = r.variance.tail.se;
+  o.short_evidence = r.error.empty() && !r.nonfinite && r.variance.verdict == Verdict::pass && !r.variance.evidence.reaches_horizon;
+  if (r.variance.confirmation) o.confirmation_agrees = r.variance.confirmation->agrees;
   return o;
 }
 
@@ -88,6 +90,14 @@ ControlOutcome outcome_from_document(const nlohmann::json& d) {
   o.variance_u = finite_number(g.at("variance"), "U");
   const auto& tail = g.at("variance").value("tail", nlohmann::json::object());
   if (tail.value("mode", "") == "fitted") o.variance_se = finite_number(tail, "se");
+  // Documents stored before the evidence block carry none: nothing is claimed for them.
+  const auto& v = g.at("variance");
+  if (v.contains("evidence") && v.at("evidence").is_object()) {
+    o.short_evidence = o.variance == Verdict::pass && !v.at("evidence").value("reaches_horizon", true);
+  }
+  if (v.contains("confirmation") && v.at("confirmation").is_object()) {
+    o.confirmation_agrees = v.at("confirmation").value("agrees", true);
+  }
   return o;
 }
 
@@ -116,6 +126,11 @@ Falsifiability tabulate(const std::vector<ControlOutcome>& outcomes) {
     count_flag(f.assert_close, neg, r.assert_close);
     count_flag(f.flash_attention, neg, r.flash_attention);
     count_flag(f.dynamo_fp64, neg, r.dynamo_fp64);
+    if (r.short_evidence) ++(neg ? f.short_evidence_negatives : f.short_evidence_positives);
+    if (r.confirmation_agrees) {
+      ++f.confirmed;
+      f.confirmation_disagreed += !*r.confirmation_agrees;
+    }
     if (r.unexpected.empty()) ++f.expectations_met;
     for (const auto& u : r.unexpected) f.unexpected.push_back(r.id + ": " + u);
   }
@@ -138,6 +153,8 @@ nlohmann::json to_json(const Falsifiability& f) {
             {"flash_attention", tally_json(f.flash_attention)},
             {"dynamo_fp64", tally_json(f.dynamo_fp64)}}},
           {"notes_reference", {{"negatives_detected", "29/30"}, {"positives_fail", "0/35"}, {"positives_warn", "2/35"}}},
+          {"variance_pass_short_of_horizon", {{"negatives", f.short_evidence_negatives}, {"positives", f.short_evidence_positives}}},
+          {"variance_confirmations", {{"confirmed", f.confirmed}, {"disagreed", f.confirmation_disagreed}}},
           {"expectations_met", f.expectations_met},
           {"unexpected", f.unexpected}};
 }

@@ -25,6 +25,11 @@ struct Falsifiability {
   Tally algebra, bias, variance, combined;
   Tally bias_with_magnitude, combined_with_magnitude;  // the magnitude statistic deciding too
   Tally assert_close, flash_attention, dynamo_fp64;
+  // Variance PASSes resting on less than the declared horizon (a thin tail or no events:
+  // the rule of three supports ~R/3 replicates), by kind.
+  int short_evidence_negatives = 0, short_evidence_positives = 0;
+  // Variance verdicts reached after repeated looks and checked on a fresh replicate set.
+  int confirmed = 0, confirmation_disagreed = 0;
   int expectations_met = 0;
   std::vector<std::string> unexpected;  // "id: gate: expected X, got Y"
 };
@@ -41,6 +46,8 @@ struct ControlOutcome {
   std::vector<std::string> unexpected;  // against the YAML expectation
   std::optional<double> variance_u;     // U; nullopt when +inf or undefined
   std::optional<double> variance_se;    // the bootstrap se of r_T, when a tail was fitted
+  bool short_evidence = false;          // a variance PASS whose evidence does not reach the horizon
+  std::optional<bool> confirmation_agrees;  // set when the verdict was checked on a fresh set
   bool detected() const { return kind == "negative" && error.empty() && verdict != stats::Verdict::pass; }
   bool false_fail() const { return kind == "positive" && error.empty() && verdict == stats::Verdict::fail; }
 };

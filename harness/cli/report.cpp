@@ -70,9 +70,9 @@ void print_case_details(std::ostream& out, const engine::CaseResult& r) {
                          num(s->max_ulp_effect, 3));
       print_buckets(out, *s, b.axis);
     }
-    out << fmt::format("    z* {}, s_min {}, c {} ULP; union bound 2G·Phi(-z*) = {} over {} buckets; "
+    out << fmt::format("    z* {} (|z| cut {}: Student t, {} df), s_min {}, c {} ULP; union bound 2G·Phi(-z*) = {} over {} buckets; "
                        "rho_min {} -> T_cert {} steps at R = {} replicates\n",
-                       num(b.thresholds.z_star), num(b.thresholds.s_min), num(b.thresholds.c), num(b.union_bound, 3),
+                       num(b.thresholds.z_star), num(b.z_cut), b.replicates - 1, num(b.thresholds.s_min), num(b.thresholds.c), num(b.union_bound, 3),
                        b.buckets, num(b.horizon.rho_min, 3), num(b.horizon.t_cert, 3), b.replicates);
   }
   const auto& v = r.variance;
@@ -82,9 +82,19 @@ void print_case_details(std::ostream& out, const engine::CaseResult& r) {
     out << fmt::format("    K-hat: q50 {} q90 {} q99 {} max {}; zeros {:.1f} %\n", num(t.khat.q50), num(t.khat.q90),
                        num(t.khat.q99), num(t.khat.max), 100.0 * t.khat.zero_fraction);
     if (t.mode == stats::TailMode::fitted) {
-      out << fmt::format("    u {}, n_exc {}, zeta {}, xi {} (clipped {}), sigma {}, r_T {}, se {}, U {}\n", num(t.u),
-                         t.n_exc, num(t.zeta, 3), num(t.free_fit->xi, 3), num(t.clipped_fit->xi, 3),
-                         num(t.clipped_fit->sigma, 3), num(t.r_t), num(t.se, 3), num(t.U));
+      out << fmt::format("    u {}, n_exc {}, zeta {}, xi {} (clipped {}), sigma {}, r_T {} in [{}, {}] (one-sided {} each), se {}\n",
+                         num(t.u), t.n_exc, num(t.zeta, 3), num(t.free_fit->xi, 3), num(t.clipped_fit->xi, 3),
+                         num(t.clipped_fit->sigma, 3), num(t.r_t), num(t.lower), num(t.U), num(t.settings.level),
+                         num(t.se, 3));
+    }
+    const auto& e = v.evidence;
+    out << fmt::format("    evidence: {} replicates, {} with K-hat > 0, {} exceedances; supports a horizon of {} replicates{}\n",
+                       e.replicates, e.events, e.exceedances, num(e.horizon, 3),
+                       e.reaches_horizon ? "" : fmt::format(" (SHORT of T = {})", num(t.settings.horizon, 3)));
+    if (v.confirmation) {
+      out << fmt::format("    confirmation: {} fresh replicates read {} (U {}){}\n", v.confirmation->replicates,
+                         stats::to_string(v.confirmation->verdict), num(v.confirmation->tail.U),
+                         v.confirmation->agrees ? "" : ": DISAGREES, the stricter verdict stands");
     }
     std::string looks;
     for (auto l : v.looks) looks += (looks.empty() ? "" : ", ") + std::to_string(l);
@@ -143,6 +153,10 @@ void print_falsifiability(std::ostream& out, const eval::Falsifiability& f) {
   row("  assert_close (bf16 rtol 1.6e-2)", f.assert_close, false);
   row("  FlashAttention 2x + 1 ULP rule", f.flash_attention, false);
   row("  dynamo fp64 RMSE 3x rule", f.dynamo_fp64, false);
+  out << fmt::format("  variance PASS short of the horizon (thin tail or no events, ~R/3 supported): {}/{} negatives, {}/{} positives\n",
+                     f.short_evidence_negatives, f.negatives, f.short_evidence_positives, f.positives);
+  out << fmt::format("  variance verdicts confirmed on a fresh replicate set after repeated looks: {} ({} disagreed, the stricter stood)\n",
+                     f.confirmed, f.confirmation_disagreed);
   out << fmt::format("expectations met: {}/{}\n", f.expectations_met, f.negatives + f.positives + f.errors);
   for (const auto& u : f.unexpected) out << "  UNEXPECTED " << u << "\n";
 }
@@ -181,6 +195,10 @@ void markdown_falsifiability(std::ostream& out, const eval::Falsifiability& f) {
   row("dynamo fp64 RMSE 3x rule", f.dynamo_fp64, false);
   out << "\nNotes' reference (30 + 35 controls): 29/30 detected, 0/35 FAIL, 2/35 WARN. Expectations met: "
       << f.expectations_met << "/" << (f.negatives + f.positives + f.errors) << ".\n";
+  out << fmt::format("Variance PASS short of the horizon (thin tail or no events): {}/{} negatives, {}/{} positives. "
+                     "Variance verdicts confirmed on a fresh replicate set after repeated looks: {} ({} disagreed).\n",
+                     f.short_evidence_negatives, f.negatives, f.short_evidence_positives, f.positives, f.confirmed,
+                     f.confirmation_disagreed);
 }
 
 }  // namespace kcert::cli

@@ -44,7 +44,8 @@ void print_table(std::ostream& out, const std::string& source, const stats::Tail
     row("return level r_T", fmt::format("{}  (horizon T = {:g} replicates)", num(a.r_t), s.horizon));
     row("bootstrap se", fmt::format("{}  ({} of {} resamples, {})", num(a.se), a.bootstrap_used,
                                     s.bootstrap, stats::to_string(s.bootstrap_kind)));
-    row("U = r_T + 3 se", num(a.U));
+    row("r_T bounds", fmt::format("[{}, {}]  (one-sided {:g} each, profile likelihood)", num(a.lower), num(a.U), s.level));
+    row("U", num(a.U));
   } else if (a.mode == stats::TailMode::thin_tail) {
     row("U (empirical max)", num(a.U));
   }
@@ -53,7 +54,7 @@ void print_table(std::ostream& out, const std::string& source, const stats::Tail
 }
 
 struct TailFitOptions {
-  std::string file;
+  std::vector<std::string> files;
   stats::VarianceSettings settings;
   std::string bootstrap_kind = "exceedances";
   bool json = false;
@@ -67,11 +68,15 @@ void register_tail_fit_command(CLI::App& app) {
   cmd->footer(
       "K-hat_r = max(0, (E_prod - eps)/E_ref) per replicate; the gate fits a generalized\n"
       "Pareto tail above the tail_q quantile of the positive K-hat, clips the shape to\n"
-      "xi <= 0, and judges U = r_T + 3 se (return level at the horizon plus three bootstrap\n"
-      "standard errors) against warn_K / fail_K.\n\n"
-      "Example:  kcert tail-fit khat.txt --warn-k 2 --fail-k 10 --json > tail.json\n"
+      "xi <= 0, and judges U, the one-sided 0.99 upper bound on the return level r_T at the\n"
+      "horizon (profile likelihood; needs 50 exceedances, else the maximum is judged as a\n"
+      "thin tail), against warn_K / fail_K (docs/statistics.md).\n\n"
+      "With several files each is analysed alone; --json prints one JSON line per file\n"
+      "(JSON Lines, in the order given), so a simulation can feed many samples at once.\n\n"
+      "Examples:  kcert tail-fit khat.txt --warn-k 2 --fail-k 10\n"
+      "           kcert tail-fit samples/*.txt --json > tails.jsonl\n"
       "Exit status: 0 analysed (whatever the verdict), 2 bad input.");
-  cmd->add_option("file", opts->file, "K-hat values, one per line ('inf' allowed, '#' comments; '-' = stdin)")
+  cmd->add_option("files", opts->files, "K-hat files, one value per line ('inf' allowed, '#' comments; '-' = stdin)")
       ->required();
   cmd->add_option("--warn-k", opts->settings.warn_k, "PASS when U <= warn_K")->capture_default_str();
   cmd->add_option("--fail-k", opts->settings.fail_k, "FAIL when U > fail_K (WARN between)")->capture_default_str();
@@ -86,6 +91,9 @@ void register_tail_fit_command(CLI::App& app) {
       ->check(CLI::IsMember({"exceedances", "full"}))
       ->capture_default_str();
   cmd->add_option("--seed", opts->settings.seed, "bootstrap seed")->capture_default_str();
+  cmd->add_option("--level", opts->settings.level, "one-sided level of U, the bound on r_T")->capture_default_str();
+  cmd->add_option("--min-exceedances", opts->settings.min_exceedances, "fewer exceedances: thin tail, no fit")
+      ->capture_default_str();
   cmd->add_flag("--json", opts->json, "print JSON (docs/results.md) instead of the table");
   cmd->callback([opts]() {
     auto settings = opts->settings;
@@ -96,14 +104,18 @@ void register_tail_fit_command(CLI::App& app) {
     } catch (const std::invalid_argument& e) {
       throw UsageError(e.what());
     }
-    const auto values = read_khat_file(opts->file);
-    const auto analysis = stats::analyze_tail(values, settings);
-    if (opts->json) {
-      auto j = store::to_json(analysis);
-      j["source"] = opts->file;
-      std::cout << j.dump(2) << "\n";
-    } else {
-      print_table(std::cout, opts->file == "-" ? "<stdin>" : opts->file, analysis);
+    bool first = true;
+    for (const auto& file : opts->files) {
+      const auto analysis = stats::analyze_tail(read_khat_file(file), settings);
+      if (opts->json) {
+        auto j = store::to_json(analysis);
+        j["source"] = file;
+        std::cout << j.dump() << "\n";
+      } else {
+        if (!first) std::cout << "\n";
+        print_table(std::cout, file == "-" ? "<stdin>" : file, analysis);
+      }
+      first = false;
     }
   });
 }

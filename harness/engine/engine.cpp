@@ -212,14 +212,15 @@ CaseResult run_case(const contract::TestCase& tc_in, const kernels::Registry& re
   };
 
   std::optional<numerics::BucketLayout> layout;
-  std::uint64_t done = 0;
   std::int64_t batch = options.batch;
-  for (std::uint64_t more = wanted(done); more > 0 && !result.nonfinite; more = wanted(done)) {
-    const auto target = done + more;
-    while (done < target && !result.nonfinite) {
+  std::uint64_t evaluated = 0;
+  // Replicates first .. first + count - 1 through the kernels and to every gate, in batches.
+  const auto observe_range = [&](std::uint64_t first, std::uint64_t count) {
+    for (std::uint64_t seen = 0; seen < count && !result.nonfinite;) {
       // Until the output size is known, one replicate per call; then the automatic size.
-      const auto b = static_cast<std::int64_t>(std::min<std::uint64_t>(target - done, batch > 0 ? batch : 1));
-      const auto out = pair.evaluate(done, b);
+      const auto b = static_cast<std::int64_t>(std::min<std::uint64_t>(count - seen, batch > 0 ? batch : 1));
+      const auto r = first + seen;
+      const auto out = pair.evaluate(r, b);
       if (!layout) {
         result.output_shape.assign(out.ref.sizes().begin() + 1, out.ref.sizes().end());
         layout = numerics::make_bucket_layout(family.bucket_ids(tc.bucket_axis, tc.probe, result.output_shape),
@@ -229,22 +230,34 @@ CaseResult run_case(const contract::TestCase& tc_in, const kernels::Registry& re
       }
       const auto to = Clock::now();
       std::vector<gates::AlgebraObservation> fp64;
-      if (const auto k = static_cast<std::int64_t>(algebra.fp64_replicates(done, static_cast<std::uint64_t>(b)))) {
-        fp64 = numerics::compare_fp64(out.oracle.narrow(0, 0, k), pair.production_fp64(k), static_cast<std::int64_t>(done),
+      if (const auto k = static_cast<std::int64_t>(algebra.fp64_replicates(r, static_cast<std::uint64_t>(b)))) {
+        fp64 = numerics::compare_fp64(out.oracle.narrow(0, 0, k), pair.production_fp64(k), static_cast<std::int64_t>(r),
                                       *layout, result.output_shape);
       }
-      const auto obs = numerics::observe(out.ref, out.prod, out.oracle, *layout, static_cast<std::int64_t>(done),
+      const auto obs = numerics::observe(out.ref, out.prod, out.oracle, *layout, static_cast<std::int64_t>(r),
                                          result.output_shape, out_format);
-      const gates::ReplicateBatch seen{done, obs.replicates, fp64, obs.nonfinite ? &*obs.nonfinite : nullptr};
-      for (auto* o : observers) o->observe(seen);
-      done += static_cast<std::uint64_t>(b);
+      const gates::ReplicateBatch seen_batch{r, obs.replicates, fp64, obs.nonfinite ? &*obs.nonfinite : nullptr};
+      for (auto* o : observers) o->observe(seen_batch);
+      seen += static_cast<std::uint64_t>(b);
+      evaluated += static_cast<std::uint64_t>(b);
       result.runtime.observe_seconds += seconds_since(to);
       result.nonfinite = obs.nonfinite;
-      if (options.progress && !result.nonfinite) options.progress(Progress{&tc.id, done, target, seconds_since(t0)});
+      if (options.progress && !result.nonfinite) {
+        options.progress(Progress{&tc.id, first + seen < gates::kConfirmationBase ? first + seen : seen,
+                                  first < gates::kConfirmationBase ? first + count : count, seconds_since(t0)});
+      }
     }
+  };
+  std::uint64_t done = 0;
+  for (std::uint64_t more = wanted(done); more > 0 && !result.nonfinite; more = wanted(done)) {
+    observe_range(done, more);
+    done += more;
   }
+  std::uint64_t confirm = 0;
+  for (auto* o : observers) confirm = std::max(confirm, o->wants_confirmation());
+  if (confirm > 0 && !result.nonfinite) observe_range(gates::kConfirmationBase, confirm);
 
-  result.replicates = done;
+  result.replicates = evaluated;
   result.algebra = algebra.decide();
   result.bias = bias.decide();
   result.variance = variance.decide();

@@ -11,7 +11,8 @@ namespace kcert::gates {
 BiasAccumulator::BiasAccumulator(std::size_t buckets) : signed_(buckets), magnitude_(buckets), scale_sum_(buckets, 0.0) {}
 
 void BiasAccumulator::add(std::span<const double> delta, std::span<const double> magnitude,
-                          std::span<const double> abs_oracle_mean) {
+                          std::span<const double> abs_oracle_mean, double peak) {
+  peak_sum_ += peak;
   signed_.add_row(delta);
   magnitude_.add_row(magnitude);
   if (abs_oracle_mean.size() != scale_sum_.size()) throw std::invalid_argument("BiasAccumulator::add: scale row has the wrong size");
@@ -21,14 +22,14 @@ void BiasAccumulator::add(std::span<const double> delta, std::span<const double>
 namespace {
 
 BiasStatisticResult judge(const stats::BucketMoments& m, const std::vector<double>& scale, const std::vector<double>& ulp,
-                          stats::BiasStatistic which, const stats::BiasThresholds& t) {
+                          stats::BiasStatistic which, const stats::BiasThresholds& t, double cut) {
   BiasStatisticResult out;
   out.statistic = which;
   std::vector<BucketReport> all;
   all.reserve(m.buckets());
   for (std::size_t g = 0; g < m.buckets(); ++g) {
     const auto& mg = m[g];
-    const auto d = stats::decide_bucket({mg.count(), mg.mean(), mg.sd(), ulp[g]}, t);
+    const auto d = stats::decide_bucket({mg.count(), mg.mean(), mg.sd(), ulp[g]}, t, cut);
     BucketReport b;
     b.bucket = static_cast<std::int64_t>(g);
     b.direction = d.direction;
@@ -57,7 +58,7 @@ BiasStatisticResult judge(const stats::BucketMoments& m, const std::vector<doubl
   out.top.assign(all.begin(), all.begin() + static_cast<std::ptrdiff_t>(std::min<std::size_t>(5, all.size())));
   std::vector<std::pair<double, double>> sig;
   for (const auto& b : all) {
-    if (std::fabs(b.z) > t.z_star) sig.emplace_back(b.effect, b.ulp_effect);
+    if (std::fabs(b.z) > cut) sig.emplace_back(b.effect, b.ulp_effect);
   }
   std::sort(sig.begin(), sig.end(), [](const auto& a, const auto& b) {
     return a.first != b.first ? a.first > b.first : a.second > b.second;
@@ -83,17 +84,25 @@ BiasResult BiasAccumulator::decide(const stats::BiasThresholds& thresholds,
   const double max_w = stats::max_finite(working);
   for (std::size_t g = 0; g < buckets(); ++g) {
     scale[g] = scale_sum_[g] / static_cast<double>(n);
-    ulp[g] = stats::ulp_spacing(std::min(scale[g], max_w), working);
+    // A bucket whose oracle is exactly 0 (an expert nobody routes to) would get the smallest
+    // subnormal as its ULP and an ULP effect of ~1e38: the indifference zone would vanish
+    // exactly where nothing is computed. It takes the ULP at the output's peak instead, as
+    // the variance gate's ε does (docs/statistics.md).
+    const double at = scale[g] > 0.0 ? scale[g] : peak_sum_ / static_cast<double>(n);
+    ulp[g] = stats::ulp_spacing(std::min(at, max_w), working);
   }
   BiasResult r;
   r.axis = axis;
   r.buckets = static_cast<std::int64_t>(buckets());
   r.replicates = n;
   r.thresholds = thresholds;
+  // Each bucket is tested at the two-sided level 2Φ(-z*) (t_cut), so the union bound over
+  // G buckets is 2GΦ(-z*) as printed; the horizon uses the same cut.
+  r.z_cut = stats::t_cut(n, thresholds.z_star);
   r.union_bound = stats::union_bound_false_alarm(buckets(), thresholds.z_star);
-  r.horizon = stats::certified_horizon(n, thresholds.z_star);
-  r.signed_statistic = judge(signed_, scale, ulp, stats::BiasStatistic::signed_difference, thresholds);
-  r.magnitude_statistic = judge(magnitude_, scale, ulp, stats::BiasStatistic::magnitude, thresholds);
+  r.horizon = stats::certified_horizon(n, r.z_cut);
+  r.signed_statistic = judge(signed_, scale, ulp, stats::BiasStatistic::signed_difference, thresholds, r.z_cut);
+  r.magnitude_statistic = judge(magnitude_, scale, ulp, stats::BiasStatistic::magnitude, thresholds, r.z_cut);
   for (auto s : deciding) {
     auto& res = s == stats::BiasStatistic::signed_difference ? r.signed_statistic : r.magnitude_statistic;
     res.deciding = true;
@@ -116,7 +125,7 @@ void BiasGate::observe(const ReplicateBatch& batch) {
   for (const auto& o : batch.replicates) {
     if (r++ >= settings_.replicates) break;
     if (!moments_) moments_.emplace(o.delta.size());
-    moments_->add(o.delta, o.magnitude, o.abs_oracle);
+    moments_->add(o.delta, o.magnitude, o.abs_oracle, o.peak);
   }
 }
 

@@ -20,8 +20,10 @@ class BiasAccumulator {
   explicit BiasAccumulator(std::size_t buckets);
 
   // One replicate: its bucket means of (prod - ref), of sign(ref)·(prod - ref), and of
-  // |oracle|. Replicates must be added in replicate order for bit-reproducible results.
-  void add(std::span<const double> delta, std::span<const double> magnitude, std::span<const double> abs_oracle_mean);
+  // |oracle|, and its output peak max|oracle|. Replicates must be added in replicate order
+  // for bit-reproducible results.
+  void add(std::span<const double> delta, std::span<const double> magnitude, std::span<const double> abs_oracle_mean,
+           double peak);
 
   std::uint64_t replicates() const { return signed_.count(); }
   std::size_t buckets() const { return signed_.buckets(); }
@@ -34,6 +36,7 @@ class BiasAccumulator {
   stats::BucketMoments signed_;
   stats::BucketMoments magnitude_;
   std::vector<double> scale_sum_;
+  double peak_sum_ = 0.0;
 };
 
 struct BiasSettings {

@@ -45,7 +45,7 @@ struct BiasStatisticResult {
   double max_ulp_effect = 0.0;
   std::vector<BucketReport> flagged;  // FAIL and WARN buckets by |z|, at most 64
   std::vector<BucketReport> top;      // the 5 buckets with the largest |z|
-  // (standardized effect, ULP effect) of the significant buckets (|z| > z*) that no other
+  // (standardized effect, ULP effect) of the significant buckets (|z| > z_cut) that no other
   // significant bucket exceeds in both: under floors (s_min, c) the statistic FAILs iff
   // some point exceeds both, so the floors can be re-chosen from stored results
   // (docs/bias-floors.md) without re-running kernels. Largest effect first.
@@ -58,6 +58,7 @@ struct BiasResult {
   std::int64_t buckets = 0;
   std::uint64_t replicates = 0;
   stats::BiasThresholds thresholds;
+  double z_cut = 0.0;        // |z| beyond which a bucket is significant: t_cut(R, z*)
   double union_bound = 0.0;  // 2GΦ(-z*)
   stats::CertifiedHorizon horizon;
   BiasStatisticResult signed_statistic;
@@ -65,12 +66,36 @@ struct BiasResult {
   std::string reason;
 };
 
-struct VarianceResult {
-  Verdict verdict = Verdict::pass;
+// What a variance verdict rests on (method.md, "Evidence").
+struct VarianceEvidence {
+  std::uint64_t replicates = 0;   // in the analysed sample
+  std::uint64_t events = 0;       // replicates with K̂ > 0 (production beyond one ULP of the oracle)
+  std::uint64_t exceedances = 0;  // over the tail threshold u
+  // The horizon, in replicates, the evidence supports: T for a fitted tail (the GPD carries
+  // the extrapolation and U its uncertainty); R/3 for a thin tail or zero events (the rule
+  // of three: no excess in R replicates bounds its rate by ~3/R at 95 %).
+  double horizon = 0.0;
+  bool reaches_horizon = false;   // horizon >= the declared T
+};
+
+// The same analysis on a fresh, disjoint set of replicates (their own seed stream), made
+// when the stopping rule looked more than once: repeated looks void the nominal coverage of
+// the stopped verdict, the confirmation set's does not depend on them.
+struct VarianceConfirmation {
+  std::uint64_t replicates = 0;
   stats::TailAnalysis tail;
+  Verdict verdict = Verdict::pass;
+  bool agrees = true;  // false: the two verdicts differ and the stricter one stands
+};
+
+struct VarianceResult {
+  Verdict verdict = Verdict::pass;  // the stricter of the stopped and the confirmation verdict
+  stats::TailAnalysis tail;         // at the look that stopped
   std::vector<std::uint64_t> looks;  // R at each look of the stopping rule
   stats::StopReason stop = stats::StopReason::stable;
   bool unstable = false;
+  std::optional<VarianceConfirmation> confirmation;
+  VarianceEvidence evidence;
   std::string reason;
   std::vector<double> khat;  // the sample itself, in replicate order (for storage and recalibration)
 };

@@ -4,6 +4,7 @@
 #include <limits>
 
 #include "harness/gates/algebra_gate.hpp"
+#include "harness/stats/random.hpp"
 #include "harness/stats/stopping.hpp"
 
 namespace kcert::gates {
@@ -27,8 +28,30 @@ void VarianceGate::observe(const ReplicateBatch& batch) {
     stopped_ = true;
     return;
   }
-  for (const auto& o : batch.replicates) khat_.push_back(k_hat(o, working_));
+  auto& sample = batch.first >= kConfirmationBase ? confirmation_khat_ : khat_;
+  for (const auto& o : batch.replicates) sample.push_back(k_hat(o, working_));
 }
+
+std::uint64_t VarianceGate::wants_confirmation() const {
+  if (!stopped_ || !nonfinite_reason_.empty() || result_.looks.size() < 2) return 0;
+  const auto size = result_.looks.back();
+  return confirmation_khat_.size() < size ? size - confirmation_khat_.size() : 0;
+}
+
+namespace {
+
+VarianceEvidence evidence_of(const stats::TailAnalysis& t) {
+  VarianceEvidence e;
+  e.replicates = t.khat.count;
+  e.events = t.khat.count - t.khat.zeros;
+  e.exceedances = t.n_exc;
+  const double declared = t.settings.horizon;
+  e.horizon = t.mode == stats::TailMode::fitted ? declared : static_cast<double>(t.khat.count) / 3.0;
+  e.reaches_horizon = e.horizon >= declared;
+  return e;
+}
+
+}  // namespace
 
 std::uint64_t VarianceGate::wants_more(std::uint64_t done) {
   if (stopped_) return 0;
@@ -55,9 +78,25 @@ VarianceResult VarianceGate::decide() const {
   if (!nonfinite_reason_.empty()) {
     r.verdict = Verdict::fail;
     r.reason = nonfinite_reason_;
-  } else {
-    r.verdict = r.tail.verdict;
-    r.reason = r.tail.reason + (r.unstable ? " (unstable: R_max reached)" : "");
+    return r;
+  }
+  r.verdict = r.tail.verdict;
+  r.reason = r.tail.reason + (r.unstable ? " (unstable: R_max reached)" : "");
+  r.evidence = evidence_of(r.tail);
+  if (!confirmation_khat_.empty()) {
+    VarianceConfirmation c;
+    c.replicates = confirmation_khat_.size();
+    auto settings = settings_;
+    settings.seed = stats::derive_seed(settings_.seed, kConfirmationBase);  // its own bootstrap stream
+    c.tail = stats::analyze_tail(confirmation_khat_, settings);
+    c.verdict = c.tail.verdict;
+    c.agrees = c.verdict == r.verdict;
+    r.reason += "; confirmed on " + std::to_string(c.replicates) + " fresh replicates: " +
+                std::string(stats::to_string(c.verdict)) + (c.agrees ? "" : " (disagrees: the stricter verdict stands)");
+    r.verdict = stats::worst(r.verdict, c.verdict);
+    // The confirmation set is the sample the verdict may rest on: state its evidence when it decides.
+    if (c.verdict == r.verdict) r.evidence = evidence_of(c.tail);
+    r.confirmation = std::move(c);
   }
   return r;
 }

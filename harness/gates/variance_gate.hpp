@@ -24,6 +24,9 @@ class VarianceGate final : public Gate {
   // Takes a look when `done` has reached the current target: fits the tail and either
   // stops or names the next target (doubling, capped at R_max).
   std::uint64_t wants_more(std::uint64_t done) override;
+  // After a stop that took more than one look: the stopped size again, from the
+  // confirmation stream (until it has been observed).
+  std::uint64_t wants_confirmation() const override;
   VarianceResult decide() const;
 
   double analysis_seconds() const { return analysis_seconds_; }
@@ -34,6 +37,7 @@ class VarianceGate final : public Gate {
   stats::FloatFormat working_;
   bool stopped_ = false;
   std::vector<double> khat_;
+  std::vector<double> confirmation_khat_;
   VarianceResult result_;
   std::string nonfinite_reason_;
   double analysis_seconds_ = 0.0;

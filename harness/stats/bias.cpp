@@ -1,6 +1,7 @@
 #include "harness/stats/bias.hpp"
 
 #include <boost/math/distributions/normal.hpp>
+#include <boost/math/distributions/students_t.hpp>
 #include <cmath>
 #include <limits>
 #include <stdexcept>
@@ -28,7 +29,24 @@ void validate(const BiasThresholds& t) {
   require_positive(t.c, "c");
 }
 
+double t_cut(std::uint64_t replicates, double z_star) {
+  require_positive(z_star, "z_star");
+  if (replicates < 2) throw std::invalid_argument("t_cut: needs at least 2 replicates, got " + std::to_string(replicates));
+  const boost::math::normal_distribution<double> standard;
+  const double tail = boost::math::cdf(boost::math::complement(standard, z_star));
+  const boost::math::students_t_distribution<double> t(static_cast<double>(replicates - 1));
+  return boost::math::quantile(boost::math::complement(t, tail));
+}
+
 BucketDecision decide_bucket(const BucketSample& b, const BiasThresholds& t) {
+  if (b.replicates < 2) {
+    throw std::invalid_argument("decide_bucket: needs at least 2 replicates, got " +
+                                std::to_string(b.replicates));
+  }
+  return decide_bucket(b, t, t_cut(b.replicates, t.z_star));
+}
+
+BucketDecision decide_bucket(const BucketSample& b, const BiasThresholds& t, double cut) {
   validate(t);
   if (b.replicates < 2) {
     throw std::invalid_argument("decide_bucket: needs at least 2 replicates, got " +
@@ -59,7 +77,7 @@ BucketDecision decide_bucket(const BucketSample& b, const BiasThresholds& t) {
     d.z = std::sqrt(static_cast<double>(b.replicates)) * b.mean / b.sd;
     d.effect = std::fabs(b.mean) / b.sd;
   }
-  d.significant = std::fabs(d.z) > t.z_star;
+  d.significant = std::fabs(d.z) > cut;
   if (!d.significant) {
     d.verdict = Verdict::pass;
   } else if (d.effect > t.s_min && std::fabs(b.mean) > t.c * b.ulp) {

@@ -40,14 +40,23 @@ SamplingStep next_sampling_step(const TailAnalysis& a, std::uint64_t replicates,
   switch (a.mode) {
     case TailMode::infinite: reason = StopReason::infinite; break;
     case TailMode::trivially_aligned: reason = StopReason::trivially_aligned; break;
-    case TailMode::thin_tail:
-      // More data can only matter when the max is close enough to a threshold to cross it.
-      settled = !within_factor_two(a.khat.max, warn) && !within_factor_two(a.khat.max, fail);
+    case TailMode::thin_tail: {
+      // More data matters when the max is close enough to a threshold to cross it, or when
+      // the tail would reach the exceedances a fit needs within R_max: then U bounds the
+      // return level instead of the maximum standing in for it.
+      const bool near = within_factor_two(a.khat.max, warn) || within_factor_two(a.khat.max, fail);
+      // A maximum already above fail_K is a FAIL that more data cannot clear: no growth for it.
+      const bool fit_reachable =
+          a.verdict != Verdict::fail && a.n_exc > 0 &&
+          static_cast<double>(a.n_exc) * static_cast<double>(r_max) / static_cast<double>(replicates) >=
+              static_cast<double>(a.settings.min_exceedances);
+      settled = !near && !fit_reachable;
       reason = StopReason::thin_tail_far;
       break;
+    }
     case TailMode::fitted: {
-      const double lower = a.r_t - 3.0 * a.se, upper = a.r_t + 3.0 * a.se;
-      settled = interval_clear_of(lower, upper, warn) && interval_clear_of(lower, upper, fail);
+      // The profile-likelihood interval [lower, U] (one-sided bounds at the stated level).
+      settled = interval_clear_of(a.lower, a.U, warn) && interval_clear_of(a.lower, a.U, fail);
       reason = StopReason::stable;
       break;
     }

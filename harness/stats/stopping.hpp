@@ -10,10 +10,10 @@ namespace kcert::stats {
 
 enum class StopReason {
   none,               // not stopping: grow
-  stable,             // [r_T - 3se, r_T + 3se] on one side of warn_K and of fail_K
+  stable,             // the interval [lower, U] of r_T on one side of warn_K and of fail_K
   infinite,           // a K̂ = +∞ decided the gate
   trivially_aligned,  // all K̂ = 0
-  thin_tail_far,      // thin tail whose max is not within a factor 2 of a threshold
+  thin_tail_far,      // thin tail: max not within a factor 2 of a threshold, and no fit reachable by R_max
   cap_reached,        // R_max reached before the verdict was stable (flag: unstable)
 };
 std::string_view to_string(StopReason r);
@@ -25,7 +25,7 @@ struct SamplingStep {
   bool unstable = false;              // stopped at the cap with an unsettled verdict
 };
 
-// True when the interval [r_T - 3se, r_T + 3se] lies wholly on one side of `threshold`,
+// True when the interval [lower, upper] lies wholly on one side of `threshold`,
 // with the PASS side closed (a value equal to a threshold reads as at-or-below it).
 bool interval_clear_of(double lower, double upper, double threshold);
 

@@ -7,6 +7,7 @@
 #include <stdexcept>
 
 #include "harness/stats/random.hpp"
+#include "harness/stats/return_level_bound.hpp"
 
 namespace kcert::stats {
 
@@ -34,6 +35,10 @@ void validate(const VarianceSettings& s) {
   if (!(s.fail_k >= s.warn_k) || !std::isfinite(s.fail_k)) fail("fail_k must be finite and >= warn_k, got " + std::to_string(s.fail_k));
   if (s.bootstrap < 0) fail("bootstrap must be >= 0, got " + std::to_string(s.bootstrap));
   if (s.min_exceedances < 2) fail("min_exceedances must be >= 2, got " + std::to_string(s.min_exceedances));
+  if (!(s.level > 0.5 && s.level < 1.0)) fail("level must lie in (0.5, 1), got " + std::to_string(s.level));
+  if (!(s.profile_level >= s.level && s.profile_level < 1.0)) {
+    fail("profile_level must lie in [level, 1), got " + std::to_string(s.profile_level));
+  }
 }
 
 double quantile_sorted(std::span<const double> sorted, double q) {
@@ -163,10 +168,23 @@ TailAnalysis analyze_tail(std::span<const double> k_hat, const VarianceSettings&
     return a;
   }
 
-  a.mode = TailMode::fitted;
   a.free_fit = fit_gpd(peaks.exceedances);
   a.clipped_fit = fit_gpd(peaks.exceedances, 0.0);
-  a.r_t = return_level(a.u, a.clipped_fit->sigma, a.clipped_fit->xi, a.zeta, settings.horizon);
+  if (a.clipped_fit->at_lower_bound) {
+    // ξ̂ = -1: the likelihood says "uniform up to the largest exceedance", r_T collapses
+    // onto the sample maximum and every bound is as thin as the data: judge the maximum.
+    a.mode = TailMode::thin_tail;
+    a.boundary_fit = true;
+    a.U = s.max;
+    a.verdict = threshold_verdict(a.U, warn, fail);
+    a.reason = "thin tail: the GPD fit lies on the xi = -1 boundary (" + std::to_string(a.n_exc) +
+               " exceedances), judged by max K-hat = " + format_number(s.max);
+    return a;
+  }
+  a.mode = TailMode::fitted;
+  const auto bound = profile_return_level(peaks.exceedances, a.u, a.zeta, settings.horizon, settings.profile_level, 0.0);
+  a.r_t = bound.estimate;
+  a.lower = bound.lower;
 
   std::vector<double> levels;
   levels.reserve(static_cast<std::size_t>(settings.bootstrap));
@@ -195,9 +213,10 @@ TailAnalysis analyze_tail(std::span<const double> k_hat, const VarianceSettings&
   }
   a.bootstrap_used = levels.size();
   a.se = sample_sd(levels);
-  a.U = a.r_t + 3.0 * a.se;
+  a.U = bound.upper;
   a.verdict = threshold_verdict(a.U, warn, fail);
-  a.reason = "GPD tail: U = r_T + 3 se = " + format_number(a.U) + " against warn " +
+  a.reason = "GPD tail (" + std::to_string(a.n_exc) + " exceedances): r_T = " + format_number(a.r_t) + ", U = " +
+             format_number(a.U) + " (one-sided " + format_number(settings.level) + " profile-likelihood bound) against warn " +
              format_number(warn) + " / fail " + format_number(fail);
   return a;
 }

@@ -46,8 +46,12 @@ nlohmann::json to_json(const stats::TailAnalysis& a) {
   j["fit_clipped"] = a.clipped_fit ? to_json(*a.clipped_fit) : nlohmann::json(nullptr);
   const bool fitted = a.mode == stats::TailMode::fitted;
   j["r_T"] = fitted ? json_number(a.r_t) : nlohmann::json(nullptr);
+  j["r_T_lower"] = fitted ? json_number(a.lower) : nlohmann::json(nullptr);
   j["se"] = fitted ? json_number(a.se) : nlohmann::json(nullptr);
   j["U"] = json_number(a.U);
+  // What U is: a one-sided bound on r_T at `level` (fitted), else the rule that set it.
+  j["U_kind"] = fitted ? "profile_likelihood_upper_bound" : a.mode == stats::TailMode::thin_tail ? "max_khat" : "rule";
+  j["boundary_fit"] = a.boundary_fit;
   j["bootstrap_used"] = a.bootstrap_used;
   j["settings"] = {{"tail_q", s.tail_q},
                    {"horizon", s.horizon},
@@ -56,7 +60,9 @@ nlohmann::json to_json(const stats::TailAnalysis& a) {
                    {"bootstrap", s.bootstrap},
                    {"bootstrap_kind", std::string(stats::to_string(s.bootstrap_kind))},
                    {"seed", s.seed},
-                   {"min_exceedances", s.min_exceedances}};
+                   {"min_exceedances", s.min_exceedances},
+                   {"level", s.level},
+                   {"profile_level", s.profile_level}};
   return j;
 }
 
@@ -138,7 +144,7 @@ nlohmann::json to_json(const engine::CaseResult& r) {
   for (auto s : tc.gates.bias_deciding) deciding.push_back(std::string(stats::to_string(s)));
   gates["bias"] = {{"verdict", verdict(b.verdict)}, {"axis", b.axis}, {"buckets", b.buckets},
                    {"replicates", b.replicates},
-                   {"thresholds", {{"z_star", b.thresholds.z_star}, {"s_min", b.thresholds.s_min}, {"c", b.thresholds.c}}},
+                   {"thresholds", {{"z_star", b.thresholds.z_star}, {"z_cut", json_number(b.z_cut)}, {"s_min", b.thresholds.s_min}, {"c", b.thresholds.c}}},
                    {"deciding", deciding}, {"union_bound", json_number(b.union_bound)},
                    {"rho_min", json_number(b.horizon.rho_min)}, {"T_cert", json_number(b.horizon.t_cert)},
                    {"reason", b.reason}, {"signed", to_json(b.signed_statistic)},
@@ -147,6 +153,18 @@ nlohmann::json to_json(const engine::CaseResult& r) {
   gates["variance"] = {{"verdict", verdict(v.verdict)}, {"U", json_number(v.tail.U)}, {"reason", v.reason},
                        {"looks", v.looks}, {"stop", std::string(stats::to_string(v.stop))},
                        {"unstable", v.unstable}, {"tail", to_json(v.tail)}};
+  gates["variance"]["evidence"] = {{"replicates", v.evidence.replicates},
+                                   {"events", v.evidence.events},
+                                   {"exceedances", v.evidence.exceedances},
+                                   {"horizon", json_number(v.evidence.horizon)},
+                                   {"reaches_horizon", v.evidence.reaches_horizon}};
+  if (v.confirmation) {
+    const auto& c = *v.confirmation;
+    gates["variance"]["confirmation"] = {{"replicates", c.replicates}, {"verdict", verdict(c.verdict)},
+                                         {"agrees", c.agrees}, {"U", json_number(c.tail.U)}, {"tail", to_json(c.tail)}};
+  } else {
+    gates["variance"]["confirmation"] = nullptr;
+  }
   j["gates"] = gates;
   if (r.nonfinite) {
     j["nonfinite"] = {{"side", r.nonfinite->side}, {"value", r.nonfinite->value}, {"where", to_json(r.nonfinite->where)}};

@@ -3,6 +3,7 @@
 #include <cmath>
 #include <cstdio>
 #include <fstream>
+#include <sstream>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <unistd.h>
@@ -49,7 +50,7 @@ TEST_CASE("tail-fit prints the variance-gate analysis as a table", "[cli]") {
   CHECK(r.exit_code == 0);
   CHECK_THAT(r.output, Catch::Contains("500 replicates"));
   CHECK_THAT(r.output, Catch::Contains("return level r_T"));
-  CHECK_THAT(r.output, Catch::Contains("U = r_T + 3 se"));
+  CHECK_THAT(r.output, Catch::Contains("r_T bounds"));
   CHECK_THAT(r.output, Catch::Contains("verdict"));
 }
 
@@ -66,7 +67,10 @@ TEST_CASE("tail-fit --json carries the documented fields and honours the thresho
   CHECK(j.at("settings").at("bootstrap") == 50);
   CHECK(j.at("settings").at("seed") == 7);
   const double U = j.at("U");
-  CHECK(U == Approx(j.at("r_T").get<double>() + 3.0 * j.at("se").get<double>()));
+  CHECK(j.at("U_kind") == "profile_likelihood_upper_bound");
+  CHECK(j.at("settings").at("level") == 0.99);
+  CHECK(U > j.at("r_T").get<double>());
+  CHECK(j.at("r_T_lower").get<double>() < j.at("r_T").get<double>());
   // The verdict is the thresholds' reading of U.
   const std::string expected = U <= 1.5 ? "PASS" : U <= 1.8 ? "WARN" : "FAIL";
   CHECK(j.at("verdict") == expected);
@@ -131,4 +135,21 @@ TEST_CASE("kcert list shows the families and their variants", "[cli]") {
   CHECK(doc.at(0).at("family") == "rmsnorm");
   CHECK(doc.at(0).at("bucket_axes").at(0) == "channel");
   CHECK(run_command(kcert_binary() + " list nosuchfamily 2>&1").exit_code == 2);
+}
+
+TEST_CASE("tail-fit analyses many files, one JSON line each, in the order given", "[cli]") {
+  TempFile a(khat_sample());
+  TempFile b("0\n0\n0\n");
+  const auto r = run_command(kcert_binary() + " tail-fit " + a.path() + " " + b.path() + " --json --bootstrap 0");
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  std::istringstream lines(r.output);
+  std::string line;
+  std::vector<nlohmann::json> docs;
+  while (std::getline(lines, line)) docs.push_back(nlohmann::json::parse(line));
+  REQUIRE(docs.size() == 2);
+  CHECK(docs[0].at("source") == a.path());
+  CHECK(docs[0].at("mode") == "fitted");
+  CHECK(docs[1].at("source") == b.path());
+  CHECK(docs[1].at("mode") == "trivially_aligned");
 }

@@ -112,27 +112,3 @@ TEST_CASE("the cuda device is refused clearly on a CPU-only LibTorch", "[engine]
                     Catch::Contains("no usable CUDA device"));
 }
 
-TEST_CASE("the bias frontier keeps the significant buckets no other exceeds in both effects", "[gates][bias]") {
-  // Four buckets, R = 4 replicates, bucket scale 1.0 (bf16 ULP at 1.0 is 2^-7):
-  //   0: mean 0.01, sd ~0.0058 -> big z, effect ~1.7, ULP effect 1.28
-  //   1: mean 0.002, tiny sd   -> big z, effect large, ULP effect 0.256
-  //   2: mean 0.001, sd ~0.0058 -> not significant
-  //   3: mean 0.005, sd ~0.0029 -> significant, effect ~1.7, ULP effect 0.64: dominated by 0
-  kcert::gates::BiasAccumulator acc(4);
-  const std::vector<std::vector<double>> rows = {
-      {0.005, 0.00199, -0.004, 0.0025}, {0.015, 0.00201, 0.006, 0.0075}, {0.005, 0.00199, -0.004, 0.0025}, {0.015, 0.00201, 0.006, 0.0075}};
-  const std::vector<double> scale(4, 1.0);
-  for (const auto& r : rows) acc.add(r, r, scale);
-  kcert::stats::BiasThresholds t;
-  t.z_star = 3.0;
-  t.c = 0.05;
-  const auto res = acc.decide(t, {kcert::stats::BiasStatistic::signed_difference}, kcert::stats::FloatFormat::bf16, "channel");
-  const auto& f = res.signed_statistic.frontier;
-  REQUIRE(f.size() == 2);
-  CHECK(f[0].second == Approx(0.002 / std::ldexp(1.0, -7)));  // bucket 1: largest effect
-  CHECK(f[0].first > f[1].first);
-  CHECK(f[1].second == Approx(0.01 / std::ldexp(1.0, -7)));   // bucket 0: largest ULP effect
-  // FAIL under floors (s, c) iff a frontier point exceeds both: the stored verdict agrees.
-  const bool fails = std::any_of(f.begin(), f.end(), [&](const auto& p) { return p.first > t.s_min && p.second > t.c; });
-  CHECK(fails == (res.signed_statistic.verdict == kcert::stats::Verdict::fail));
-}

@@ -190,3 +190,60 @@ TEST_CASE("baseline checks flag on replicate 0 and count fractions over the bias
   CHECK(b.dynamo_fp64.fraction == 0.5);
   CHECK(checks.wants_more(0) == 0);  // never asks for replicates of its own
 }
+
+TEST_CASE("the bias frontier keeps the significant buckets no other exceeds in both effects", "[gates][bias]") {
+  // Four buckets, R = 8 replicates (the pattern below twice), bucket scale 1.0 (bf16 ULP at
+  // 1.0 is 2^-7), z* = 3 (|z| cut t_cut(8, 3) ~ 4.6):
+  //   0: mean 0.01, sd ~0.0058 -> big z, effect ~1.7, ULP effect 1.28
+  //   1: mean 0.002, tiny sd   -> big z, effect large, ULP effect 0.256
+  //   2: mean 0.001, sd ~0.0058 -> not significant
+  //   3: mean 0.005, sd ~0.0029 -> significant, effect ~1.7, ULP effect 0.64: dominated by 0
+  kcert::gates::BiasAccumulator acc(4);
+  const std::vector<std::vector<double>> rows = {
+      {0.005, 0.00199, -0.004, 0.0025}, {0.015, 0.00201, 0.006, 0.0075}, {0.005, 0.00199, -0.004, 0.0025}, {0.015, 0.00201, 0.006, 0.0075}};
+  const std::vector<double> scale(4, 1.0);
+  for (int twice = 0; twice < 2; ++twice) {
+    for (const auto& r : rows) acc.add(r, r, scale, 1.0);
+  }
+  kcert::stats::BiasThresholds t;
+  t.z_star = 3.0;
+  t.c = 0.05;
+  const auto res = acc.decide(t, {kcert::stats::BiasStatistic::signed_difference}, kcert::stats::FloatFormat::bf16, "channel");
+  const auto& f = res.signed_statistic.frontier;
+  REQUIRE(f.size() == 2);
+  CHECK(f[0].second == Approx(0.002 / std::ldexp(1.0, -7)));  // bucket 1: largest effect
+  CHECK(f[0].first > f[1].first);
+  CHECK(f[1].second == Approx(0.01 / std::ldexp(1.0, -7)));   // bucket 0: largest ULP effect
+  // FAIL under floors (s, c) iff a frontier point exceeds both: the stored verdict agrees.
+  const bool fails = std::any_of(f.begin(), f.end(), [&](const auto& p) { return p.first > t.s_min && p.second > t.c; });
+  CHECK(fails == (res.signed_statistic.verdict == kcert::stats::Verdict::fail));
+}
+
+TEST_CASE("a bucket whose oracle is exactly zero takes its ULP from the output peak", "[gates][bias]") {
+  // Bucket 1 is an expert nobody routes to: oracle 0 there, yet production leaves a constant
+  // 1e-30. With the smallest bf16 subnormal as its ULP that read as a ~1e10 ULP effect
+  // and a FAIL; against the output peak (2.0, ULP 2^-6) it is far inside the floor.
+  kcert::gates::BiasAccumulator acc(2);
+  for (int r = 0; r < 16; ++r) {
+    const std::vector<double> delta{r % 2 ? 1e-3 : -1e-3, 1e-30};
+    acc.add(delta, delta, std::vector<double>{1.0, 0.0}, 2.0);
+  }
+  const auto res = acc.decide({}, {kcert::stats::BiasStatistic::signed_difference}, FloatFormat::bf16, "expert");
+  REQUIRE(res.signed_statistic.top.size() == 2);
+  const auto& zero = res.signed_statistic.top[0].bucket == 1 ? res.signed_statistic.top[0] : res.signed_statistic.top[1];
+  CHECK(zero.ulp == 0x1p-6);
+  CHECK(zero.ulp_effect == Approx(1e-30 / 0x1p-6));
+  CHECK(zero.verdict == Verdict::warn);  // infinitely significant (sd 0), far under c
+  CHECK(res.verdict == Verdict::warn);
+}
+
+TEST_CASE("the bias cut is Student's t quantile for the level 2 Phi(-z*)", "[gates][bias]") {
+  // SciPy: scipy.stats.t.isf(scipy.stats.norm.sf(5), df) for df = 63, 127, 1023.
+  CHECK(kcert::stats::t_cut(64, 5.0) == Approx(5.565407).epsilon(1e-6));
+  CHECK(kcert::stats::t_cut(128, 5.0) == Approx(5.267683).epsilon(1e-6));
+  CHECK(kcert::stats::t_cut(1024, 5.0) == Approx(5.031946).epsilon(1e-6));
+  // A bucket at |z| = 5.3 with R = 64: significant under the normal cut, not under t.
+  const auto d = kcert::stats::decide_bucket({64, 5.3 / 8.0, 1.0, 0.01}, {});
+  CHECK_FALSE(d.significant);
+  CHECK(d.verdict == Verdict::pass);
+}

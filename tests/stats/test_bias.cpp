@@ -118,3 +118,14 @@ TEST_CASE("the shipped floors are z* 5, s_min 0.2, c 0.3 ULP", "[bias]") {
   // The Gemma offset defect N1 reads about 0.45 ULP (effect 9): FAIL.
   CHECK(decide_bucket({1024, 0.45 * kUlp, 0.45 * kUlp / 9.0, kUlp}, shipped).verdict == Verdict::fail);
 }
+
+TEST_CASE("the |z| cut is SciPy's Student-t quantile at the level 2 Phi(-z*)", "[bias][scipy]") {
+  for (const auto& row : kcert::test::stats_reference().at("t_cuts")) {
+    const auto R = row.at("replicates").get<std::uint64_t>();
+    const double z = row.at("z_star");
+    INFO("R = " << R << ", z* = " << z);
+    CHECK(kcert::stats::t_cut(R, z) == Approx(row.at("cut").get<double>()).epsilon(1e-8));
+    CHECK(kcert::stats::t_cut(R, z) > z);  // t has heavier tails than the normal
+  }
+  CHECK_THROWS(kcert::stats::t_cut(1, 5.0));
+}

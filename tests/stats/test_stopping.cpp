@@ -13,6 +13,7 @@ TailAnalysis fitted(double r_t, double se) {
   a.mode = TailMode::fitted;
   a.r_t = r_t;
   a.se = se;
+  a.lower = r_t - 3 * se;  // an interval [lower, U] around r_T
   a.U = r_t + 3 * se;
   return a;  // default thresholds warn 2, fail 10
 }
@@ -76,4 +77,20 @@ TEST_CASE("interval edge equal to a threshold counts as the PASS side", "[stoppi
   CHECK(kcert::stats::interval_clear_of(2.0001, 3.0, 2.0));
   CHECK_THROWS(next_sampling_step(thin(1.0), 0, 8192));
   CHECK_THROWS(next_sampling_step(thin(1.0), 9000, 8192));
+}
+
+TEST_CASE("a thin tail grows when R_max would give the exceedances a fit needs", "[stopping]") {
+  auto a = thin(0.5);  // far from both thresholds
+  a.n_exc = 8;         // 8 at R = 1024 -> 64 expected at R_max = 8192 >= 50
+  const auto grow = next_sampling_step(a, 1024, 8192);
+  CHECK_FALSE(grow.stop);
+  CHECK(grow.next_replicates == 2048);
+  a.n_exc = 6;  // 48 expected at R_max: no fit reachable, nothing to gain
+  CHECK(next_sampling_step(a, 1024, 8192).stop);
+  a.n_exc = 0;
+  CHECK(next_sampling_step(a, 1024, 8192).stop);
+  auto failed = thin(30.0);  // an observed K-hat beyond 2 fail_K: FAIL already, nothing to certify
+  failed.verdict = kcert::stats::Verdict::fail;
+  failed.n_exc = 20;
+  CHECK(next_sampling_step(failed, 1024, 8192).stop);
 }

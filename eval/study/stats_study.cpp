@@ -1,0 +1,321 @@
+// kcert-study: simulations that measure what the gates' statistics promise (docs/statistics.md).
+//
+//   kcert-study coverage   U of the variance gate on GPD tails with a known return level:
+//                          coverage, ξ̂/σ̂ bias and RMSE, fits on the ξ = -1 boundary
+//   kcert-study bias-null  per-bucket false-alarm rate of the bias test on an exact null
+//                          (symmetric lattice differences), normal cut vs Student-t cut
+//   kcert-study bias-power probability of flagging a bucket with standardized effect ρ
+//
+// Each prints a Markdown table; --check makes it an assertion (exit 1 when a measured rate
+// misses its promise), which is how CTest runs a fast version. Torch-free, deterministic
+// for a given --seed.
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <boost/math/distributions/binomial.hpp>
+#include <boost/math/distributions/non_central_t.hpp>
+#include <boost/math/distributions/normal.hpp>
+#include <cmath>
+#include <iostream>
+#include <optional>
+#include <random>
+#include <sstream>
+#include <vector>
+
+#include "harness/stats/bias.hpp"
+#include "harness/stats/gpd.hpp"
+#include "harness/stats/random.hpp"
+#include "harness/stats/return_level_bound.hpp"
+#include "harness/stats/tail.hpp"
+
+namespace {
+
+using kcert::stats::derive_seed;
+using kcert::stats::SplitMix64;
+
+std::vector<double> parse_list(const std::string& s) {
+  std::vector<double> out;
+  std::stringstream in(s);
+  std::string item;
+  while (std::getline(in, item, ',')) out.push_back(std::stod(item));
+  return out;
+}
+
+double gpd_draw(SplitMix64& rng, double xi) {
+  const double v = 1.0 - rng.uniform();  // (0, 1]
+  return xi == 0.0 ? -std::log(v) : std::expm1(-xi * std::log(v)) / xi;
+}
+
+// Wilson score interval for a binomial proportion (95 %).
+std::pair<double, double> wilson(double hits, double n) {
+  const double z = 1.959963984540054, p = hits / n, z2 = z * z;
+  const double centre = (p + z2 / (2 * n)) / (1 + z2 / n);
+  const double half = z * std::sqrt(p * (1 - p) / n + z2 / (4 * n * n)) / (1 + z2 / n);
+  return {std::max(0.0, centre - half), std::min(1.0, centre + half)};
+}
+
+// ---- coverage of U ------------------------------------------------------------------------
+
+struct CoverageOptions {
+  std::string xis = "-0.3,-0.1,0", ns = "30,50,100,400";
+  int samples = 1000;
+  // The gate's own settings: U promises `level`, the profile's χ² cut is taken at `profile_level`.
+  double level = kcert::stats::VarianceSettings{}.level, profile_level = kcert::stats::VarianceSettings{}.profile_level;
+  double horizon = 6.25e5, zeta = 0.1;
+  double xi_max = 0.0;  // the shape's upper constraint in the profile
+  int bootstrap = 200;  // for the old rule r_T + 3 se; 0 skips it
+  std::uint64_t seed = 1;
+  std::optional<double> check;  // the least coverage of U accepted in every cell
+};
+
+int coverage(const CoverageOptions& o) {
+  std::cout << fmt::format(
+      "Coverage of the return level r_T at T = {:g} (ζ = {:g}, GPD(ξ, 1) exceedances, u = 0), {} samples per cell.\n"
+      "U: the variance gate's bound (profile likelihood, χ² cut at {:g}), promised one-sided {:g}; old: r_T + 3 se "
+      "(exceedance bootstrap, B = {}).\n\n",
+      o.horizon, o.zeta, o.samples, o.profile_level, o.level, o.bootstrap);
+  std::cout << "| ξ | exceedances | coverage of U [95 % CI] | old r_T + 3 se | median U / r_T | ξ̂ bias | ξ̂ RMSE | σ̂ bias | σ̂ RMSE | ξ̂ = -1 |\n";
+  std::cout << "|---|---|---|---|---|---|---|---|---|---|\n";
+  bool ok = true;
+  for (double xi : parse_list(o.xis)) {
+    for (double nd : parse_list(o.ns)) {
+      const auto n = static_cast<std::size_t>(nd);
+      const double truth = kcert::stats::return_level(0.0, 1.0, xi, o.zeta, o.horizon);
+      int covered = 0, covered_old = 0, boundary = 0;
+      double xi_bias = 0, xi_sq = 0, sigma_bias = 0, sigma_sq = 0;
+      std::vector<double> ratio;
+      std::vector<double> y(n), resample(n);
+      for (int s = 0; s < o.samples; ++s) {
+        SplitMix64 rng(derive_seed(o.seed, static_cast<std::uint64_t>(s) * 1000003ULL + n * 7919ULL +
+                                               static_cast<std::uint64_t>(std::llround((xi + 2) * 1000))));
+        for (auto& v : y) v = gpd_draw(rng, xi);
+        const auto bound = kcert::stats::profile_return_level(y, 0.0, o.zeta, o.horizon, o.profile_level, o.xi_max);
+        covered += bound.upper >= truth;
+        ratio.push_back(bound.upper / truth);
+        boundary += bound.at_lower_bound;
+        const auto fit = kcert::stats::fit_gpd(y, 0.0);
+        xi_bias += fit.xi - xi, xi_sq += (fit.xi - xi) * (fit.xi - xi);
+        sigma_bias += fit.sigma - 1.0, sigma_sq += (fit.sigma - 1.0) * (fit.sigma - 1.0);
+        if (o.bootstrap > 0) {
+          std::vector<double> levels;
+          for (int b = 0; b < o.bootstrap; ++b) {
+            SplitMix64 r2(derive_seed(o.seed ^ 0x5eedULL, static_cast<std::uint64_t>(s) * 100000ULL + b));
+            for (auto& v : resample) v = y[r2.below(n)];
+            try {
+              const auto f = kcert::stats::fit_gpd(resample, 0.0);
+              levels.push_back(kcert::stats::return_level(0.0, f.sigma, f.xi, o.zeta, o.horizon));
+            } catch (const std::exception&) {
+            }
+          }
+          double m = 0, ss = 0;
+          for (double l : levels) m += l;
+          m /= static_cast<double>(levels.size());
+          for (double l : levels) ss += (l - m) * (l - m);
+          const double se = std::sqrt(ss / static_cast<double>(levels.size() - 1));
+          covered_old += kcert::stats::return_level(0.0, fit.sigma, fit.xi, o.zeta, o.horizon) + 3 * se >= truth;
+        }
+      }
+      std::sort(ratio.begin(), ratio.end());
+      const double N = o.samples;
+      const auto [lo, hi] = wilson(covered, N);
+      std::cout << fmt::format("| {:g} | {} | {:.3f} [{:.3f}, {:.3f}] | {} | {:.2f} | {:+.3f} | {:.3f} | {:+.3f} | {:.3f} | {:.1f} % |\n",
+                               xi, n, covered / N, lo, hi,
+                               o.bootstrap > 0 ? fmt::format("{:.3f}", covered_old / N) : std::string("-"),
+                               ratio[ratio.size() / 2], xi_bias / N, std::sqrt(xi_sq / N), sigma_bias / N,
+                               std::sqrt(sigma_sq / N), 100.0 * boundary / N);
+      if (o.check && covered / N < *o.check) {
+        ok = false;
+        std::cerr << fmt::format("coverage {:.3f} < {:.3f} at ξ = {:g}, n = {}\n", covered / N, *o.check, xi, n);
+      }
+    }
+  }
+  return ok ? 0 : 1;
+}
+
+// ---- bias test on an exact null ----------------------------------------------------------
+
+// Differences on the lattice {-1, 0, +1}·ULP with P(±1) = q each: the t statistic depends on
+// the counts only (N non-zero, S their sum), so its null rate is a finite sum, computed
+// exactly here (no Monte-Carlo error).
+double exact_lattice_rate(std::uint64_t R, double q, double cut) {
+  const boost::math::binomial_distribution<double> nonzero(static_cast<double>(R), 2 * q);
+  double rate = 0.0;
+  for (std::uint64_t N = 2; N <= R; ++N) {
+    const double pN = boost::math::pdf(nonzero, static_cast<double>(N));
+    if (pN < 1e-300) continue;
+    const boost::math::binomial_distribution<double> plus(static_cast<double>(N), 0.5);
+    for (std::uint64_t k = 0; k <= N; ++k) {
+      const double S = 2.0 * static_cast<double>(k) - static_cast<double>(N);
+      const double Rd = static_cast<double>(R);
+      const double var = (static_cast<double>(N) - S * S / Rd) / (Rd - 1);
+      const double t = var > 0 ? std::sqrt(Rd) * (S / Rd) / std::sqrt(var) : (S != 0 ? INFINITY : 0.0);
+      if (std::fabs(t) > cut) rate += pN * boost::math::pdf(plus, static_cast<double>(k));
+    }
+  }
+  return rate;
+}
+
+struct NullOptions {
+  std::string replicates = "64,128,1024", levels = "3,4,5";
+  std::string qs = "0.05,0.25,0.5";   // three-point laws of the exact table
+  std::string elements = "1,16";      // elements averaged per bucket in the simulation
+  std::string sim_levels = "3,4";     // z* of the simulated table (z* = 5 needs ~1e9 buckets)
+  double buckets = 1e6;               // simulated buckets per cell
+  double lattice_sd = 0.8;            // sd (in ULP) of the Gaussian rounded to the lattice
+  std::uint64_t seed = 2;
+  bool check = false;  // fail when a simulated rate with >= 16 elements per bucket is above its interval
+};
+
+int bias_null(const NullOptions& o) {
+  const auto Rs = parse_list(o.replicates);
+  std::cout << "Per-bucket false-alarm rate of the bias test on an exact null (true mean difference 0), divided by\n"
+               "the nominal 2Φ(-z*): 1 is the promise. 'normal' is the old cut |z| > z*, 't' the Student-t cut.\n\n"
+               "Exact, single-element buckets: differences in {-1, 0, +1} ULP with P(±1) = q each (the coarsest\n"
+               "lattice; the rate is a finite sum over the counts, no Monte-Carlo error).\n\n";
+  std::cout << "| q | z* | nominal |";
+  for (double R : Rs) std::cout << fmt::format(" R = {:g}: normal / t |", R);
+  std::cout << "\n|---|---|---|";
+  for (std::size_t i = 0; i < Rs.size(); ++i) std::cout << "---|";
+  std::cout << "\n";
+  for (double q : parse_list(o.qs)) {
+    for (double z : parse_list(o.levels)) {
+      const double nominal = kcert::stats::per_bucket_false_alarm(z);
+      std::cout << fmt::format("| {:g} | {:g} | {:.3g} |", q, z, nominal);
+      for (double Rd : Rs) {
+        const auto R = static_cast<std::uint64_t>(Rd);
+        std::cout << fmt::format(" {:.2f} / {:.2f} |", exact_lattice_rate(R, q, z) / nominal,
+                                 exact_lattice_rate(R, q, kcert::stats::t_cut(R, z)) / nominal);
+      }
+      std::cout << "\n";
+    }
+  }
+  std::cout << fmt::format(
+      "\nSimulated: each replicate's bucket statistic is the mean of m elements, each round(N(0, {:g}²)) ULP;\n"
+      "{:g} buckets per cell; t-cut rate with its 95 % Wilson interval.\n\n",
+      o.lattice_sd, o.buckets);
+  std::cout << "| m | z* |";
+  for (double R : Rs) std::cout << fmt::format(" R = {:g}: normal / t [95 % CI] |", R);
+  std::cout << "\n|---|---|";
+  for (std::size_t i = 0; i < Rs.size(); ++i) std::cout << "---|";
+  std::cout << "\n";
+  bool ok = true;
+  const boost::math::normal_distribution<double> standard;
+  for (double md : parse_list(o.elements)) {
+    const auto m = static_cast<int>(md);
+    // pmf of one element, then of the sum of m elements (convolution), as an inverse-CDF table.
+    std::vector<double> one;
+    const int K = 6;
+    for (int k = -K; k <= K; ++k) {
+      one.push_back(boost::math::cdf(standard, (k + 0.5) / o.lattice_sd) - boost::math::cdf(standard, (k - 0.5) / o.lattice_sd));
+    }
+    std::vector<double> pmf{1.0};
+    for (int e = 0; e < m; ++e) {
+      std::vector<double> next(pmf.size() + one.size() - 1, 0.0);
+      for (std::size_t a = 0; a < pmf.size(); ++a) {
+        for (std::size_t b = 0; b < one.size(); ++b) next[a + b] += pmf[a] * one[b];
+      }
+      pmf.swap(next);
+    }
+    const int offset = K * m;
+    std::vector<double> cdf(pmf.size());
+    double acc = 0.0;
+    for (std::size_t i = 0; i < pmf.size(); ++i) cdf[i] = (acc += pmf[i]);
+    for (double z : parse_list(o.sim_levels)) {
+      const double nominal = kcert::stats::per_bucket_false_alarm(z);
+      std::cout << fmt::format("| {} | {:g} |", m, z);
+      for (double Rd : Rs) {
+        const auto R = static_cast<std::uint64_t>(Rd);
+        const double cut = kcert::stats::t_cut(R, z);
+        SplitMix64 rng(derive_seed(o.seed, R * 131 + static_cast<std::uint64_t>(z * 10) * 7 + static_cast<std::uint64_t>(m)));
+        std::uint64_t hits_normal = 0, hits_t = 0;
+        const auto B = static_cast<std::uint64_t>(o.buckets);
+        for (std::uint64_t b = 0; b < B; ++b) {
+          double s = 0, ss = 0;
+          for (std::uint64_t r = 0; r < R; ++r) {
+            const auto idx = std::upper_bound(cdf.begin(), cdf.end(), rng.uniform() * acc) - cdf.begin();
+            const double x = static_cast<double>(std::min<std::ptrdiff_t>(idx, static_cast<std::ptrdiff_t>(cdf.size()) - 1) - offset);
+            s += x, ss += x * x;
+          }
+          const double mean = s / Rd, var = (ss - s * s / Rd) / (Rd - 1);
+          const double t = var > 0 ? std::sqrt(Rd) * mean / std::sqrt(var) : (s != 0 ? INFINITY : 0.0);
+          hits_normal += std::fabs(t) > z;
+          hits_t += std::fabs(t) > cut;
+        }
+        const double Bd = static_cast<double>(B);
+        const auto [lo, hi] = wilson(static_cast<double>(hits_t), Bd);
+        std::cout << fmt::format(" {:.2f} / {:.2f} [{:.2f}, {:.2f}] |", static_cast<double>(hits_normal) / Bd / nominal,
+                                 static_cast<double>(hits_t) / Bd / nominal, lo / nominal, hi / nominal);
+        if (o.check && m >= 16 && lo > nominal) {
+          ok = false;
+          std::cerr << fmt::format("t cut exceeds its level at m = {}, R = {}, z* = {:g}: interval [{:.3g}, {:.3g}], nominal {:.3g}\n",
+                                   m, R, z, lo, hi, nominal);
+        }
+      }
+      std::cout << "\n";
+    }
+  }
+  return ok ? 0 : 1;
+}
+
+int bias_power(const std::string& replicates, const std::string& effects, double z_star) {
+  std::cout << fmt::format(
+      "Probability that the bias test flags a bucket whose differences are Gaussian with standardized effect ρ = |mean|/sd\n"
+      "(|z| > t_cut(R, z*), z* = {:g}; exact, from the non-central t distribution with R - 1 df and non-centrality ρ√R).\n\n",
+      z_star);
+  const auto Rs = parse_list(replicates);
+  std::cout << "| ρ |";
+  for (double R : Rs) std::cout << fmt::format(" R = {:g} |", R);
+  std::cout << "\n|---|";
+  for (std::size_t i = 0; i < Rs.size(); ++i) std::cout << "---|";
+  std::cout << "\n";
+  for (double rho : parse_list(effects)) {
+    std::cout << fmt::format("| {:g} |", rho);
+    for (double R : Rs) {
+      const double cut = kcert::stats::t_cut(static_cast<std::uint64_t>(R), z_star);
+      const boost::math::non_central_t_distribution<double> t(R - 1, rho * std::sqrt(R));
+      const double power = boost::math::cdf(boost::math::complement(t, cut)) + boost::math::cdf(t, -cut);
+      std::cout << fmt::format(" {:.3f} |", power);
+    }
+    std::cout << "\n";
+  }
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"kcert-study: simulations that measure the statistical promises of kcert's gates"};
+  app.require_subcommand(1);
+  CoverageOptions co;
+  auto* cov = app.add_subcommand("coverage", "coverage of the variance gate's U on GPD tails with known r_T");
+  cov->add_option("--xi", co.xis, "shapes ξ, comma-separated")->capture_default_str();
+  cov->add_option("--exceedances", co.ns, "exceedance counts, comma-separated")->capture_default_str();
+  cov->add_option("--samples", co.samples, "samples per cell")->capture_default_str();
+  cov->add_option("--profile-level", co.profile_level, "level of the profile likelihood's chi-squared cut")
+      ->capture_default_str();
+  cov->add_option("--bootstrap", co.bootstrap, "B for the old r_T + 3 se rule (0: skip it)")->capture_default_str();
+  cov->add_option("--seed", co.seed)->capture_default_str();
+  cov->add_option("--xi-max", co.xi_max, "upper constraint on ξ in the profile likelihood")->capture_default_str();
+  cov->add_option("--check", co.check, "exit 1 when a cell's coverage of U is below this");
+  NullOptions no;
+  auto* null = app.add_subcommand("bias-null", "false-alarm rate of the bias test on an exact null");
+  null->add_option("--replicates", no.replicates, "R values, comma-separated")->capture_default_str();
+  null->add_option("--levels", no.levels, "z* values, comma-separated")->capture_default_str();
+  null->add_option("--buckets", no.buckets, "simulated buckets per cell")->capture_default_str();
+  null->add_option("--q", no.qs, "P(+1) = P(-1) of the exact three-point laws, comma-separated")->capture_default_str();
+  null->add_option("--elements", no.elements, "elements per bucket in the simulation, comma-separated")->capture_default_str();
+  null->add_option("--sim-levels", no.sim_levels, "z* values of the simulation, comma-separated")->capture_default_str();
+  null->add_option("--seed", no.seed)->capture_default_str();
+  null->add_flag("--check", no.check, "exit 1 when a simulated t-cut rate (m >= 16) lies above its level");
+  std::string power_r = "64,128,256,1024", power_effects = "0.2,0.3,0.5,0.7,1";
+  double power_z = 5.0;
+  auto* power = app.add_subcommand("bias-power", "power of the bias test against a standardized effect");
+  power->add_option("--replicates", power_r)->capture_default_str();
+  power->add_option("--effects", power_effects)->capture_default_str();
+  power->add_option("--z-star", power_z)->capture_default_str();
+  CLI11_PARSE(app, argc, argv);
+  if (*cov) return coverage(co);
+  if (*null) return bias_null(no);
+  return bias_power(power_r, power_effects, power_z);
+}
