@@ -33,6 +33,8 @@ std::vector<double> read_khat(std::istream& in, const std::string& source) {
   std::vector<double> values;
   std::string line;
   std::size_t line_no = 0;
+  // The nightly's tails/<control>.csv: a "replicate,khat" header, then "r,value" rows.
+  bool csv = false;
   while (std::getline(in, line)) {
     ++line_no;
     std::string_view text = line;
@@ -40,6 +42,17 @@ std::vector<double> read_khat(std::istream& in, const std::string& source) {
     text = trim(text);
     if (text.empty()) continue;
     const std::string where = source + ":" + std::to_string(line_no) + ": ";
+    if (values.empty() && !csv && text == "replicate,khat") {
+      csv = true;
+      continue;
+    }
+    if (csv) {
+      const auto comma = text.find(',');
+      if (comma == std::string_view::npos || text.find(',', comma + 1) != std::string_view::npos) {
+        throw InputError(where + "expected 'replicate,khat' (two fields), got '" + std::string(text) + "'");
+      }
+      text = trim(text.substr(comma + 1));
+    }
     if (is_infinity_word(text)) {
       values.push_back(std::numeric_limits<double>::infinity());
       continue;
@@ -60,7 +73,8 @@ std::vector<double> read_khat(std::istream& in, const std::string& source) {
   }
   if (in.bad()) throw InputError(source + ": read error");
   if (values.empty()) {
-    throw InputError(source + ": no K-hat values (expected one number per line; '#' starts a comment)");
+    throw InputError(source + ": no K-hat values (expected one number per line, or the nightly's 'replicate,khat' "
+                              "CSV; '#' starts a comment)");
   }
   return values;
 }

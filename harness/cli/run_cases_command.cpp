@@ -66,6 +66,17 @@ std::vector<contract::TestCase> load_cases(const std::vector<std::string>& paths
     errors.pop_back();
     throw InputError(errors);
   }
+  // A profile no case defines is a typo, not a request for contract shapes under a new name.
+  if (!profile.empty()) {
+    std::set<std::string> defined;
+    for (const auto& tc : cases) defined.insert(tc.profiles.begin(), tc.profiles.end());
+    if (!defined.count(profile)) {
+      std::string names;
+      for (const auto& d : defined) names += (names.empty() ? "" : ", ") + d;
+      throw UsageError("--profile " + profile + ": no case defines this profile (defined: " +
+                       (names.empty() ? std::string("none") : names) + ")");
+    }
+  }
   return cases;
 }
 

@@ -40,3 +40,12 @@ TEST_CASE("K-hat reader rejects negatives and empty input", "[khat]") {
   CHECK_THROWS_WITH(read("# only a comment\n\n"), Catch::Contains("no K-hat values"));
   CHECK_THROWS_AS(kcert::cli::read_khat_file("/nonexistent/k.txt"), InputError);
 }
+
+TEST_CASE("K-hat reader takes the nightly's own tails/<control>.csv", "[khat]") {
+  const auto v = read("replicate,khat\n0,0\n1,1.25\n2,inf\n");
+  REQUIRE(v.size() == 3);
+  CHECK(v[1] == 1.25);
+  CHECK(std::isinf(v[2]));
+  CHECK_THROWS_WITH(read("replicate,khat\n0,1,2\n"), "k.txt:2: expected 'replicate,khat' (two fields), got '0,1,2'");
+  CHECK_THROWS_WITH(read("1\nreplicate,khat\n"), Catch::StartsWith("k.txt:2: expected a number"));  // only as a header
+}
