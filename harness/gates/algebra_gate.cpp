@@ -6,12 +6,6 @@
 
 namespace kcert::gates {
 
-std::string location_text(const Location& l) {
-  std::string idx;
-  for (auto i : l.index) idx += (idx.empty() ? "" : ",") + std::to_string(i);
-  return "replicate " + std::to_string(l.replicate) + ", element [" + idx + "], bucket " + std::to_string(l.bucket);
-}
-
 std::uint64_t AlgebraGate::fp64_replicates(std::uint64_t first, std::uint64_t count) const {
   return first < wanted_ ? std::min(wanted_ - first, count) : 0;
 }

@@ -27,7 +27,4 @@ class AlgebraGate final : public Gate {
   int replicates_ = 0;
 };
 
-// "replicate r, element [i,j], bucket g", for reasons.
-std::string location_text(const Location& l);
-
 }  // namespace kcert::gates

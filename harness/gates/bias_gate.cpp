@@ -4,7 +4,6 @@
 #include <cmath>
 #include <stdexcept>
 
-#include "harness/gates/algebra_gate.hpp"
 
 namespace kcert::gates {
 
@@ -117,8 +116,7 @@ BiasResult BiasAccumulator::decide(const stats::BiasThresholds& thresholds,
 
 void BiasGate::observe(const ReplicateBatch& batch) {
   if (batch.nonfinite) {
-    nonfinite_reason_ = "non-finite output (" + batch.nonfinite->value + ") from the " + batch.nonfinite->side + " at " +
-                        location_text(batch.nonfinite->where);
+    nonfinite_reason_ = nonfinite_reason(*batch.nonfinite);
     return;
   }
   auto r = batch.first;

@@ -43,6 +43,12 @@ struct NonFinite {
   Location where;
 };
 
+// "replicate r, element [i,j], bucket g", for reasons.
+std::string location_text(const Location& l);
+// "non-finite output (nan) from the production at replicate r, ...": the reason a gate gives
+// when the run stopped on it.
+std::string nonfinite_reason(const NonFinite& nf);
+
 // Consecutive replicates first, first + 1, ... as every gate sees them.
 struct ReplicateBatch {
   std::uint64_t first = 0;

@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <limits>
 
-#include "harness/gates/algebra_gate.hpp"
 #include "harness/stats/random.hpp"
 #include "harness/stats/stopping.hpp"
 
@@ -23,8 +22,7 @@ VarianceGate::VarianceGate(const stats::VarianceSettings& settings, std::uint64_
 
 void VarianceGate::observe(const ReplicateBatch& batch) {
   if (batch.nonfinite) {
-    nonfinite_reason_ = "non-finite output (" + batch.nonfinite->value + ") from the " + batch.nonfinite->side + " at " +
-                        location_text(batch.nonfinite->where);
+    nonfinite_reason_ = nonfinite_reason(*batch.nonfinite);
     stopped_ = true;
     return;
   }
@@ -34,7 +32,8 @@ void VarianceGate::observe(const ReplicateBatch& batch) {
 
 std::uint64_t VarianceGate::wants_confirmation() const {
   if (!stopped_ || !nonfinite_reason_.empty() || result_.looks.size() < 2) return 0;
-  const auto size = result_.looks.back();
+  // The declared size (the first look): a fixed sample, chosen before any data was seen.
+  const auto size = result_.looks.front();
   return confirmation_khat_.size() < size ? size - confirmation_khat_.size() : 0;
 }
 

@@ -24,8 +24,8 @@ class VarianceGate final : public Gate {
   // Takes a look when `done` has reached the current target: fits the tail and either
   // stops or names the next target (doubling, capped at R_max).
   std::uint64_t wants_more(std::uint64_t done) override;
-  // After a stop that took more than one look: the stopped size again, from the
-  // confirmation stream (until it has been observed).
+  // After a stop that took more than one look: the declared size (the first look's R), from
+  // the confirmation stream (until it has been observed).
   std::uint64_t wants_confirmation() const override;
   VarianceResult decide() const;
 

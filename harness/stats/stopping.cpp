@@ -46,10 +46,12 @@ SamplingStep next_sampling_step(const TailAnalysis& a, std::uint64_t replicates,
       // return level instead of the maximum standing in for it.
       const bool near = within_factor_two(a.khat.max, warn) || within_factor_two(a.khat.max, fail);
       // A maximum already above fail_K is a FAIL that more data cannot clear: no growth for it.
-      const bool fit_reachable =
-          a.verdict != Verdict::fail && a.n_exc > 0 &&
-          static_cast<double>(a.n_exc) * static_cast<double>(r_max) / static_cast<double>(replicates) >=
-              static_cast<double>(a.settings.min_exceedances);
+      // Growth for evidence alone is bounded at two doublings (4 R): past that a fit costs more
+      // than a nightly can spend on one control (docs/statistics.md).
+      const double reach = std::min(static_cast<double>(r_max), 4.0 * static_cast<double>(replicates));
+      const bool fit_reachable = a.verdict != Verdict::fail && a.n_exc > 0 &&
+                                 static_cast<double>(a.n_exc) * reach / static_cast<double>(replicates) >=
+                                     static_cast<double>(a.settings.min_exceedances);
       settled = !near && !fit_reachable;
       reason = StopReason::thin_tail_far;
       break;

@@ -79,14 +79,16 @@ TEST_CASE("interval edge equal to a threshold counts as the PASS side", "[stoppi
   CHECK_THROWS(next_sampling_step(thin(1.0), 9000, 8192));
 }
 
-TEST_CASE("a thin tail grows when R_max would give the exceedances a fit needs", "[stopping]") {
+TEST_CASE("a thin tail grows when two doublings (within R_max) would give the exceedances a fit needs", "[stopping]") {
   auto a = thin(0.5);  // far from both thresholds
-  a.n_exc = 8;         // 8 at R = 1024 -> 64 expected at R_max = 8192 >= 50
+  a.n_exc = 13;        // 13 at R = 1024 -> 52 expected at 4 R = 4096 >= 50
   const auto grow = next_sampling_step(a, 1024, 8192);
   CHECK_FALSE(grow.stop);
   CHECK(grow.next_replicates == 2048);
-  a.n_exc = 6;  // 48 expected at R_max: no fit reachable, nothing to gain
+  a.n_exc = 12;  // 48 expected within two doublings: a fit is out of reach, nothing to gain
   CHECK(next_sampling_step(a, 1024, 8192).stop);
+  a.n_exc = 13;  // ... and R_max bounds the reach too: 13 · 1536/1024 < 50
+  CHECK(next_sampling_step(a, 1024, 1536).stop);
   a.n_exc = 0;
   CHECK(next_sampling_step(a, 1024, 8192).stop);
   auto failed = thin(30.0);  // an observed K-hat beyond 2 fail_K: FAIL already, nothing to certify
