@@ -11,10 +11,13 @@ std::vector<FamilyPlan> plan_calibration(const std::vector<ControlOutcome>& cont
                                          const CalibrationRule& rule) {
   std::map<std::string, FamilyPlan> plans;
   for (const auto& c : controls) {
-    auto& p = plans[c.family];
-    p.family = c.family;
-    p.old_warn = rule.default_warn;
-    p.old_fail = rule.default_fail;
+    auto [it, added] = plans.try_emplace(c.family);
+    auto& p = it->second;
+    if (added) {
+      p.family = c.family;
+      p.old_warn = rule.default_warn;
+      p.old_fail = rule.default_fail;
+    }
     if (c.kind != "positive") continue;
     if (!c.error.empty()) {
       p.refused = "positive " + c.id + " did not run (" + c.error + ")";
