@@ -5,6 +5,8 @@
 //   kcert-study bias-null  per-bucket false-alarm rate of the bias test on an exact null
 //                          (symmetric lattice differences), normal cut vs Student-t cut
 //   kcert-study bias-power probability of flagging a bucket with standardized effect ρ
+//   kcert-study selection  the selection-flip test of a selecting family: null rate and the
+//                          probability of WARN/FAIL against the flip-rate ratio
 //
 // Each prints a Markdown table; --check makes it an assertion (exit 1 when a measured rate
 // misses its promise), which is how CTest runs a fast version. Torch-free, deterministic
@@ -27,6 +29,7 @@
 #include "harness/stats/gpd.hpp"
 #include "harness/stats/random.hpp"
 #include "harness/stats/return_level_bound.hpp"
+#include "harness/stats/selection.hpp"
 #include "harness/stats/tail.hpp"
 
 namespace {
@@ -282,6 +285,84 @@ int bias_power(const std::string& replicates, const std::string& effects, double
   return 0;
 }
 
+// ---- the selection-flip test ----------------------------------------------------------------
+
+struct SelectionOptions {
+  std::string ratios = "1,1.5,2,3,10", decisions = "10000,100000,1000000", levels = "2,3,4";
+  double p_ref = 1e-3;    // the reference's flip rate per decision
+  double shared = 0.5;    // share of the reference's flips that production makes too (hard decisions)
+  int samples = 20000;
+  std::uint64_t seed = 4;
+  bool check = false;
+};
+
+// One simulated run: each decision flips on both sides (shared), on one side only, or on
+// neither; the counts are multinomial, drawn as binomials.
+kcert::stats::SelectionCounts draw_selection(std::mt19937_64& rng, double decisions, double p_ref, double p_prod,
+                                             double shared) {
+  const double both = shared * p_ref, ref_only = p_ref - both, prod_only = std::max(0.0, p_prod - both);
+  const auto n = static_cast<std::int64_t>(decisions);
+  const auto disc = std::binomial_distribution<std::int64_t>(n, ref_only + prod_only)(rng);
+  const auto po = disc > 0 ? std::binomial_distribution<std::int64_t>(disc, prod_only / (ref_only + prod_only))(rng) : 0;
+  const auto b = std::binomial_distribution<std::int64_t>(n - disc, both / (1.0 - ref_only - prod_only))(rng);
+  return {n, 0, b + po, b + (disc - po), po, disc - po};
+}
+
+int selection_study(const SelectionOptions& o) {
+  std::mt19937_64 rng(o.seed);
+  const auto Ds = parse_list(o.decisions);
+  bool ok = true;
+  std::cout << fmt::format(
+      "Null rate: both sides flip at {:g} per decision, {:g} of the reference's flips shared; the rate at which the\n"
+      "one-sided exact McNemar test (p < Φ(-z*)) calls production worse, {} runs per cell (95 % Wilson interval).\n\n",
+      o.p_ref, o.shared, o.samples);
+  std::cout << "| z* | level Φ(-z*) |";
+  for (double D : Ds) std::cout << fmt::format(" D = {:g} |", D);
+  std::cout << "\n|---|---|";
+  for (std::size_t i = 0; i < Ds.size(); ++i) std::cout << "---|";
+  std::cout << "\n";
+  for (double z : parse_list(o.levels)) {
+    const double level = 0.5 * std::erfc(z / std::sqrt(2.0));
+    std::cout << fmt::format("| {:g} | {:.2e} |", z, level);
+    for (double D : Ds) {
+      int hits = 0;
+      for (int i = 0; i < o.samples; ++i) {
+        hits += kcert::stats::test_selection_flips(draw_selection(rng, D, o.p_ref, o.p_ref, o.shared), z, 0.0, 1e300).significant;
+      }
+      const auto [lo, hi] = wilson(hits, o.samples);
+      std::cout << fmt::format(" {:.2e} [{:.1e}, {:.1e}] |", static_cast<double>(hits) / o.samples, lo, hi);
+      if (lo > level) ok = false;
+    }
+    std::cout << "\n";
+  }
+  const kcert::stats::VarianceSettings vs;
+  std::cout << fmt::format(
+      "\nPower at the gate's z* = {:g} (warn_K {:g}, fail_K {:g} on the flip-rate ratio): P(WARN or FAIL) / P(FAIL) when\n"
+      "production flips `ratio` times as often as the reference ({:g} per decision), {} runs per cell.\n\n",
+      vs.selection_z, vs.warn_k, vs.fail_k, o.p_ref, std::max(1, o.samples / 10));
+  std::cout << "| ratio |";
+  for (double D : Ds) std::cout << fmt::format(" D = {:g} |", D);
+  std::cout << "\n|---|";
+  for (std::size_t i = 0; i < Ds.size(); ++i) std::cout << "---|";
+  std::cout << "\n";
+  for (double ratio : parse_list(o.ratios)) {
+    std::cout << fmt::format("| {:g} |", ratio);
+    for (double D : Ds) {
+      int flagged = 0, failed = 0;
+      const int n = std::max(1, o.samples / 10);
+      for (int i = 0; i < n; ++i) {
+        const auto t = kcert::stats::test_selection_flips(draw_selection(rng, D, o.p_ref, ratio * o.p_ref, o.shared),
+                                                          vs.selection_z, vs.warn_k, vs.fail_k);
+        flagged += t.verdict != kcert::stats::Verdict::pass;
+        failed += t.verdict == kcert::stats::Verdict::fail;
+      }
+      std::cout << fmt::format(" {:.3f} / {:.3f} |", static_cast<double>(flagged) / n, static_cast<double>(failed) / n);
+    }
+    std::cout << "\n";
+  }
+  return o.check && !ok ? 1 : 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -314,8 +395,19 @@ int main(int argc, char** argv) {
   power->add_option("--replicates", power_r)->capture_default_str();
   power->add_option("--effects", power_effects)->capture_default_str();
   power->add_option("--z-star", power_z)->capture_default_str();
+  SelectionOptions so;
+  auto* sel = app.add_subcommand("selection", "null rate and power of the selection-flip test (selecting families)");
+  sel->add_option("--ratios", so.ratios, "production/reference flip-rate ratios, comma-separated")->capture_default_str();
+  sel->add_option("--decisions", so.decisions, "decisions per run, comma-separated")->capture_default_str();
+  sel->add_option("--levels", so.levels, "z* values of the null-rate table, comma-separated")->capture_default_str();
+  sel->add_option("--p-ref", so.p_ref, "the reference's flip rate per decision")->capture_default_str();
+  sel->add_option("--shared", so.shared, "share of the reference's flips production makes too")->capture_default_str();
+  sel->add_option("--samples", so.samples, "runs per null cell (power: a tenth)")->capture_default_str();
+  sel->add_option("--seed", so.seed)->capture_default_str();
+  sel->add_flag("--check", so.check, "exit 1 when a null rate's 95 % interval lies above its level");
   CLI11_PARSE(app, argc, argv);
   if (*cov) return coverage(co);
+  if (*sel) return selection_study(so);
   if (*null) return bias_null(no);
   return bias_power(power_r, power_effects, power_z);
 }

@@ -104,6 +104,7 @@ class PairEvaluator {
  public:
   struct Outputs {
     torch::Tensor ref, prod, oracle;
+    torch::Tensor oracle_alt;  // selecting families: near ties resolved the other way
   };
 
   PairEvaluator(const contract::TestCase& tc, const kernels::Registry& registry, torch::Device device,
@@ -115,6 +116,7 @@ class PairEvaluator {
         device_(device),
         working_(Precision::working(tc.probe.dtype)),
         exact_(Precision::exact()),
+        flipping_(Precision::exact_flipping_near_ties(tc.probe.dtype)),
         out_dtype_(numerics::to_dtype(out_format)),
         fixed_cpu_(family_.make_fixed(tc.probe, stats::derive_seed(tc.probe.seed, kFixedStream))),
         fixed_w_(to_inputs(fixed_cpu_, device, std::nullopt)),
@@ -146,11 +148,17 @@ class PairEvaluator {
       out.ref = ref_.fn(in_w, working_, tc_.reference.params);
       out.prod = prod_.fn(in_w, working_, tc_.production.params);
       out.oracle = ref_.fn(in_64, exact_, tc_.reference.params);
+      if (family_.selects) out.oracle_alt = ref_.fn(in_64, flipping_, tc_.reference.params);
     }
     runtime_.kernel_seconds += seconds_since(tk);
     check_output(out.ref, "reference variant '" + tc_.reference.variant + "'", count, out_dtype_);
     check_output(out.prod, "production variant '" + tc_.production.variant + "'", count, out_dtype_);
     check_output(out.oracle, "reference variant '" + tc_.reference.variant + "' under the fp64 policy", count, torch::kFloat64);
+    if (out.oracle_alt.defined() && out.oracle_alt.sizes() != out.oracle.sizes()) {
+      throw std::invalid_argument("reference variant '" + tc_.reference.variant +
+                                  "' changed its output shape when near ties were flipped: " +
+                                  c10::str(out.oracle_alt.sizes()) + " vs " + c10::str(out.oracle.sizes()));
+    }
     if (out.prod.sizes() != out.ref.sizes() || out.oracle.sizes() != out.ref.sizes()) {
       throw std::invalid_argument("reference and production outputs differ in shape: " + c10::str(out.ref.sizes()) +
                                   " vs " + c10::str(out.prod.sizes()));
@@ -178,7 +186,7 @@ class PairEvaluator {
   const kernels::Variant& ref_;
   const kernels::Variant& prod_;
   torch::Device device_;
-  Precision working_, exact_;
+  Precision working_, exact_, flipping_;
   torch::Dtype out_dtype_;
   KernelInputs fixed_cpu_, fixed_w_, fixed_64_, batch_64_;
   Runtime& runtime_;
@@ -234,7 +242,7 @@ CaseResult run_case(const contract::TestCase& tc_in, const kernels::Registry& re
         fp64 = numerics::compare_fp64(out.oracle.narrow(0, 0, k), pair.production_fp64(k), static_cast<std::int64_t>(r),
                                       *layout, result.output_shape);
       }
-      const auto obs = numerics::observe(out.ref, out.prod, out.oracle, *layout, static_cast<std::int64_t>(r),
+      const auto obs = numerics::observe(out.ref, out.prod, out.oracle, out.oracle_alt, *layout, static_cast<std::int64_t>(r),
                                          result.output_shape, out_format);
       const gates::ReplicateBatch seen_batch{r, obs.replicates, fp64, obs.nonfinite ? &*obs.nonfinite : nullptr};
       for (auto* o : observers) o->observe(seen_batch);

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "harness/stats/selection.hpp"
 #include "harness/stats/ulp.hpp"
 
 namespace kcert::gates {
@@ -19,6 +20,9 @@ struct Location {
   std::int64_t bucket = -1;         // on the case's bucket axis
 };
 
+// Per replicate, the selections a selecting family made (stats/selection.hpp).
+using SelectionCounts = stats::SelectionCounts;
+
 // One replicate at the working precision against the fp64 oracle (method.md §3-§4).
 struct ReplicateObservation {
   std::vector<double> delta;        // per bucket, mean of prod - ref
@@ -27,6 +31,10 @@ struct ReplicateObservation {
   double e_prod = 0.0, e_ref = 0.0, peak = 0.0;  // ‖prod - oracle‖∞, ‖ref - oracle‖∞, max |oracle|
   double rmse_prod = 0.0, rmse_ref = 0.0;        // against the oracle
   double close_violations = 0.0;                 // elements outside assert_close's tolerances
+  // Selecting families only (kernels::Family::selects): decisions (rows) in the replicate,
+  // those the fp64 oracle calls a near tie (either side accepted), and the rows whose
+  // selected set differs from the oracle's, per side and discordantly (paired test).
+  SelectionCounts selection;
 };
 
 // One replicate with both implementations under the fp64 policy (method.md §2):

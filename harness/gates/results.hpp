@@ -9,6 +9,7 @@
 #include "harness/gates/observation.hpp"
 #include "harness/stats/bias.hpp"
 #include "harness/stats/stopping.hpp"
+#include "harness/stats/selection.hpp"
 #include "harness/stats/tail.hpp"
 #include "harness/stats/verdict.hpp"
 
@@ -96,6 +97,8 @@ struct VarianceResult {
   bool unstable = false;
   std::optional<VarianceConfirmation> confirmation;
   VarianceEvidence evidence;
+  // Selecting families: the paired selection-flip test; its verdict joins the gate's.
+  std::optional<stats::SelectionTest> selection;
   std::string reason;
   std::vector<double> khat;  // the sample itself, in replicate order (for storage and recalibration)
 };

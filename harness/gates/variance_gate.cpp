@@ -28,6 +28,9 @@ void VarianceGate::observe(const ReplicateBatch& batch) {
   }
   auto& sample = batch.first >= kConfirmationBase ? confirmation_khat_ : khat_;
   for (const auto& o : batch.replicates) sample.push_back(k_hat(o, working_));
+  if (batch.first < kConfirmationBase) {
+    for (const auto& o : batch.replicates) selection_ += o.selection;
+  }
 }
 
 std::uint64_t VarianceGate::wants_confirmation() const {
@@ -96,6 +99,12 @@ VarianceResult VarianceGate::decide() const {
     // The confirmation set is the sample the verdict may rest on: state its evidence when it decides.
     if (c.verdict == r.verdict) r.evidence = evidence_of(c.tail);
     r.confirmation = std::move(c);
+  }
+  if (selection_.decisions > 0) {
+    auto t = stats::test_selection_flips(selection_, settings_.selection_z, settings_.warn_k, settings_.fail_k);
+    r.reason += "; " + t.reason;
+    r.verdict = stats::worst(r.verdict, t.verdict);
+    r.selection = std::move(t);
   }
   return r;
 }

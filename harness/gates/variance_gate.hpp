@@ -38,6 +38,7 @@ class VarianceGate final : public Gate {
   bool stopped_ = false;
   std::vector<double> khat_;
   std::vector<double> confirmation_khat_;
+  stats::SelectionCounts selection_;  // main stream only
   VarianceResult result_;
   std::string nonfinite_reason_;
   double analysis_seconds_ = 0.0;

@@ -64,6 +64,13 @@ struct Family {
   // is fp32 per-token values computed from bf16 logits). ULPs, ε and the assert_close
   // tolerances are taken in this format; unset: the probe's dtype.
   std::function<stats::FloatFormat(const ProbeContract&)> output_format;
+  // The outputs select (top-k routing, argmax): each row along the last dimension is one
+  // decision, dense, with exact zeros where nothing was selected. The engine then also
+  // evaluates the reference under Precision::exact_flipping_near_ties, and each side's
+  // error in a row is taken against whichever of the two oracles it is closer to: a tie
+  // the working precision cannot resolve is not a precision error. Selection flips are
+  // counted and tested apart (gates::SelectionFlips).
+  bool selects = false;
 
   FamilySchema schema() const;
 };

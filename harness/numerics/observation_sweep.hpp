@@ -22,9 +22,13 @@ struct SweepOutput {
   bool finite = true;  // false: some input was NaN or ±inf and the sums are meaningless
 };
 
-// One replicate: n elements of ref and prod (W values, exact in fp64) and oracle.
-// rtol, atol: the assert_close tolerances counted in close_violations.
-void sweep(const double* ref, const double* prod, const double* oracle, std::int64_t n, const std::int64_t* ids,
-           std::int64_t buckets, BucketPattern pattern, double rtol, double atol, SweepOutput& out);
+// One replicate: n elements of ref and prod (W values, exact in fp64) and the oracles.
+// `oracle` gives the ULP scale (|oracle|, peak); errors are taken against `oracle_ref` and
+// `oracle_prod`, which are `oracle` itself except in a selecting family's near-tie rows
+// (kernels::Family::selects). rtol, atol: the assert_close tolerances counted in
+// close_violations.
+void sweep(const double* ref, const double* prod, const double* oracle, const double* oracle_ref,
+           const double* oracle_prod, std::int64_t n, const std::int64_t* ids, std::int64_t buckets,
+           BucketPattern pattern, double rtol, double atol, SweepOutput& out);
 
 }  // namespace kcert::numerics::detail

@@ -67,14 +67,53 @@ std::pair<double, double> assert_close_tolerances(stats::FloatFormat working) {
   return {0.0, 0.0};
 }
 
+namespace {
+
+// Each side's oracle when a selecting family has a second one (see observe()), and the
+// per-replicate selection counts. All [B, rows..., E] in fp64 on the CPU.
+struct SideOracles {
+  torch::Tensor ref, prod;
+  std::vector<gates::SelectionCounts> counts;
+};
+
+SideOracles resolve_near_ties(const torch::Tensor& ref, const torch::Tensor& prod, const torch::Tensor& oracle,
+                              const torch::Tensor& alt) {
+  const auto near = (alt != oracle).any(-1);
+  const auto closer = [&](const torch::Tensor& side) {
+    const auto use_alt = near & ((side - alt).abs().amax(-1) < (side - oracle).abs().amax(-1));
+    return torch::where(use_alt.unsqueeze(-1), alt, oracle).contiguous();
+  };
+  SideOracles out{closer(ref), closer(prod), {}};
+  // A flip: the selected set (the nonzero entries) differs from that of the side's oracle.
+  const auto flipped = [](const torch::Tensor& side, const torch::Tensor& o) { return ((side != 0) != (o != 0)).any(-1); };
+  const auto batch = ref.size(0);
+  const auto fp = flipped(prod, out.prod).reshape({batch, -1}), fr = flipped(ref, out.ref).reshape({batch, -1});
+  const auto sum = [](const torch::Tensor& t) { return t.sum(1).to(torch::kInt64).contiguous(); };
+  const auto ties = sum(near.reshape({batch, -1})), nfp = sum(fp), nfr = sum(fr);
+  const auto only_p = sum(fp & fr.logical_not()), only_r = sum(fr & fp.logical_not());
+  for (std::int64_t b = 0; b < batch; ++b) {
+    out.counts.push_back({fp.size(1), ties[b].item<std::int64_t>(), nfp[b].item<std::int64_t>(),
+                          nfr[b].item<std::int64_t>(), only_p[b].item<std::int64_t>(), only_r[b].item<std::int64_t>()});
+  }
+  return out;
+}
+
+}  // namespace
+
 BatchObservations observe(const torch::Tensor& ref_t, const torch::Tensor& prod_t, const torch::Tensor& oracle_t,
-                          const BucketLayout& layout, std::int64_t first_replicate, at::IntArrayRef output_shape,
-                          stats::FloatFormat working) {
+                          const torch::Tensor& oracle_alt, const BucketLayout& layout, std::int64_t first_replicate,
+                          at::IntArrayRef output_shape, stats::FloatFormat working) {
   const auto [rtol, atol] = assert_close_tolerances(working);
   // W values are exact in fp64; an all-fp64 sweep vectorizes where a mixed one does not.
   const auto ref = ref_t.to(torch::kCPU).to(torch::kFloat64).contiguous();
   const auto prod = prod_t.to(torch::kCPU).to(torch::kFloat64).contiguous();
   const auto oracle = oracle_t.to(torch::kCPU).to(torch::kFloat64).contiguous();
+  std::optional<SideOracles> sides;
+  if (oracle_alt.defined()) {
+    sides = resolve_near_ties(ref, prod, oracle, oracle_alt.to(torch::kCPU).to(torch::kFloat64).contiguous());
+  }
+  const double* oracle_ref = sides ? sides->ref.data_ptr<double>() : oracle.data_ptr<double>();
+  const double* oracle_prod = sides ? sides->prod.data_ptr<double>() : oracle.data_ptr<double>();
   const std::int64_t batch = ref.size(0);
   const auto n = static_cast<std::int64_t>(layout.ids.size());
   const auto G = static_cast<std::size_t>(layout.buckets);
@@ -108,8 +147,10 @@ BatchObservations observe(const torch::Tensor& ref_t, const torch::Tensor& prod_
     o.magnitude.assign(G, 0.0);
     o.abs_oracle.assign(G, 0.0);
     detail::SweepOutput sweep_out{o.delta.data(), o.magnitude.data(), o.abs_oracle.data()};
-    detail::sweep(ref.data_ptr<double>() + b * n, prod.data_ptr<double>() + b * n, oracle.data_ptr<double>() + b * n, n,
-                  layout.ids.data(), layout.buckets, layout.pattern, rtol, atol, sweep_out);
+    detail::sweep(ref.data_ptr<double>() + b * n, prod.data_ptr<double>() + b * n, oracle.data_ptr<double>() + b * n,
+                  oracle_ref + b * n, oracle_prod + b * n, n, layout.ids.data(), layout.buckets, layout.pattern, rtol,
+                  atol, sweep_out);
+    if (sides) o.selection = sides->counts[static_cast<std::size_t>(b)];
     if (!sweep_out.finite) all_finite = false;
     o.e_prod = sweep_out.e_prod;
     o.rmse_prod = std::sqrt(sweep_out.sse_prod / static_cast<double>(n));

@@ -32,9 +32,13 @@ struct BatchObservations {
 std::pair<double, double> assert_close_tolerances(stats::FloatFormat working);
 
 // ref, prod: W-valued [B, ...]; oracle: fp64 [B, ...]; first_replicate numbers the batch.
+// oracle_alt (selecting families, else undefined): the oracle with near ties resolved the
+// other way (Precision::exact_flipping_near_ties); in each row (last dimension) where the
+// two differ, each side is measured against the one it is closer to (max |error| in the
+// row), and ReplicateObservation::selection counts the decisions.
 BatchObservations observe(const torch::Tensor& ref, const torch::Tensor& prod, const torch::Tensor& oracle,
-                          const BucketLayout& layout, std::int64_t first_replicate, at::IntArrayRef output_shape,
-                          stats::FloatFormat working);
+                          const torch::Tensor& oracle_alt, const BucketLayout& layout, std::int64_t first_replicate,
+                          at::IntArrayRef output_shape, stats::FloatFormat working);
 
 // The algebra gate's comparison (method.md §2) of the oracle (the reference under the fp64
 // policy) with production under the fp64 policy, one observation per replicate [B, ...].

@@ -24,8 +24,14 @@ Precision Precision::exact() {
   return Precision(torch::kFloat64, torch::kFloat64, stats::FloatFormat::fp64, true);
 }
 
+Precision Precision::exact_flipping_near_ties(stats::FloatFormat working) {
+  auto p = exact();
+  p.near_tie_working_ = working;
+  return p;
+}
+
 std::string Precision::name() const {
-  if (exact_) return "exact(fp64)";
+  if (exact_) return near_tie_working_ ? "exact(fp64, near ties flipped)" : "exact(fp64)";
   return std::string(stats::traits(format_).name) + "/acc " +
          (accumulation_ == torch::kFloat64 ? "fp64" : "fp32");
 }

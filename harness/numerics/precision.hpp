@@ -6,6 +6,7 @@
 // code yields the oracle and the algebra gate's evaluations.
 #include <torch/torch.h>
 
+#include <optional>
 #include <string>
 
 #include "harness/stats/ulp.hpp"
@@ -18,6 +19,15 @@ class Precision {
   static Precision working(stats::FloatFormat format);
   // Everything in fp64 and every policy operation exact: the oracle and the algebra gate.
   static Precision exact();
+  // The exact policy with every near tie of a selection resolved the other way: the
+  // second oracle of a selecting family (Family::selects). A decision is a near tie when
+  // its fp64 margin is within the resolution of the format the working kernel decides in
+  // (`working` sets W; a kernel that decides in fp32 uses fp32). Kernels that do not
+  // select never look at it.
+  static Precision exact_flipping_near_ties(stats::FloatFormat working);
+
+  // Set only under exact_flipping_near_ties: the working format W of the case.
+  std::optional<stats::FloatFormat> flips_near_ties() const { return near_tie_working_; }
 
   bool is_exact() const { return exact_; }
   torch::Dtype working_dtype() const { return working_; }
@@ -46,6 +56,7 @@ class Precision {
   torch::Dtype accumulation_;
   stats::FloatFormat format_;
   bool exact_;
+  std::optional<stats::FloatFormat> near_tie_working_;
 };
 
 torch::Dtype to_dtype(stats::FloatFormat format);

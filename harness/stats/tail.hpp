@@ -39,6 +39,8 @@ struct VarianceSettings {
   // tens of exceedances (measured 0.94-0.99 with the 0.99 cut, ≥ 0.99 with 0.999 from 50 on).
   double level = 0.99;
   double profile_level = 0.999;
+  // Selecting families: the flip test's normal-equivalent level (stats/selection.hpp).
+  double selection_z = 5.0;
 };
 
 // Throws std::invalid_argument naming the field when a setting is out of range.

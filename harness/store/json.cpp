@@ -165,6 +165,21 @@ nlohmann::json to_json(const engine::CaseResult& r) {
   } else {
     gates["variance"]["confirmation"] = nullptr;
   }
+  if (v.selection) {
+    const auto& t = *v.selection;
+    gates["variance"]["selection"] = {{"decisions", t.counts.decisions},
+                                      {"near_ties", t.counts.near_ties},
+                                      {"flips_prod", t.counts.flips_prod},
+                                      {"flips_ref", t.counts.flips_ref},
+                                      {"flips_prod_only", t.counts.flips_prod_only},
+                                      {"flips_ref_only", t.counts.flips_ref_only},
+                                      {"ratio", json_number(t.ratio)},
+                                      {"p_value", json_number(t.p_value)},
+                                      {"p_cut", json_number(t.p_cut)},
+                                      {"verdict", verdict(t.verdict)}};
+  } else {
+    gates["variance"]["selection"] = nullptr;
+  }
   j["gates"] = gates;
   if (r.nonfinite) {
     j["nonfinite"] = {{"side", r.nonfinite->side}, {"value", r.nonfinite->value}, {"where", to_json(r.nonfinite->where)}};

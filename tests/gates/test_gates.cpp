@@ -109,6 +109,46 @@ TEST_CASE("variance gate stops at once when every replicate is trivially aligned
   CHECK(r.tail.mode == kcert::stats::TailMode::trivially_aligned);
 }
 
+TEST_CASE("variance gate adds the selection-flip test of a selecting family to its verdict", "[gates][variance]") {
+  // Every replicate aligned (K̂ = 0), but production flips 10 decisions per replicate that
+  // the reference gets right: the flip test alone FAILs the gate, counted on the main stream.
+  kcert::gates::VarianceGate gate({}, 32, 256, FloatFormat::bf16);
+  REQUIRE(gate.wants_more(0) == 32);
+  std::vector<ReplicateObservation> obs(32);
+  for (auto& o : obs) {
+    o.peak = 1.0;
+    o.selection = {1024, 1, 10, 0, 10, 0};
+  }
+  gate.observe(batch(obs));
+  CHECK(gate.wants_more(32) == 0);
+  const auto r = gate.decide();
+  REQUIRE(r.selection);
+  CHECK(r.selection->counts.decisions == 32 * 1024);
+  CHECK(r.selection->counts.flips_prod == 320);
+  CHECK(r.selection->verdict == Verdict::fail);
+  CHECK(r.verdict == Verdict::fail);
+  CHECK_THAT(r.reason, Catch::Contains("selection flips: production 320, reference 0"));
+
+  // The same decisions flipped alike on both sides: PASS, and the reason still says so.
+  kcert::gates::VarianceGate alike({}, 32, 256, FloatFormat::bf16);
+  REQUIRE(alike.wants_more(0) == 32);
+  for (auto& o : obs) o.selection = {1024, 1, 10, 10, 0, 0};
+  alike.observe(batch(obs));
+  CHECK(alike.wants_more(32) == 0);
+  const auto a = alike.decide();
+  REQUIRE(a.selection);
+  CHECK(a.selection->verdict == Verdict::pass);
+  CHECK(a.verdict == Verdict::pass);
+
+  // A non-selecting family (no decisions) carries no selection result.
+  kcert::gates::VarianceGate none({}, 32, 256, FloatFormat::bf16);
+  REQUIRE(none.wants_more(0) == 32);
+  for (auto& o : obs) o.selection = {};
+  none.observe(batch(obs));
+  CHECK(none.wants_more(32) == 0);
+  CHECK_FALSE(none.decide().selection);
+}
+
 TEST_CASE("variance gate doubles R while a thin tail sits near a threshold, up to R_max", "[gates][variance]") {
   // K̂ = 1.5 on one replicate in 16 (a thin tail whose max is within 2x of warn_K = 2).
   kcert::gates::VarianceGate gate({}, 16, 64, FloatFormat::bf16);

@@ -136,6 +136,43 @@ TEST_CASE("router weights are the renormalized top-k of softmax(h W^T)", "[famil
   CHECK(torch::equal(run("router", "fp32_softmax_topk_renorm", in64, ex), run("router", "tf32_softmax_topk_renorm", in64, ex)));
 }
 
+TEST_CASE("the flipped oracle resolves only near ties the other way, at the precision the router decides in",
+          "[families][router][selection]") {
+  // W_router = I, so the logits are h itself: row 0 holds a tie 1e-9 apart (far below an
+  // fp32 spacing at 2, 2.4e-7), row 1 a margin of 1e-3 (above fp32's resolution, below
+  // bf16's 4 x 2^-6), row 2 a clear margin of 0.1.
+  KernelInputs in;
+  in.set("h", torch::tensor({2.0, 1.0, 1.0 + 1e-9, 0.0, /**/ 2.0, 1.0, 1.001, 0.0, /**/ 2.0, 1.0, 0.9, 0.0},
+                            torch::kFloat64).view({1, 3, 4}));
+  in.set("W_router", torch::eye(4, torch::kFloat64));
+  in.set("top_k", torch::tensor(std::int64_t{2}));
+  in.set("correction_bias", torch::zeros({4}, torch::kFloat64));
+  const auto ex = Precision::exact();
+  const auto flip = Precision::exact_flipping_near_ties(kcert::stats::FloatFormat::bf16);
+  const auto selected = [](const torch::Tensor& t, std::int64_t row) { return (t[0][row] != 0).to(torch::kInt64); };
+  const auto set_of = [](std::vector<std::int64_t> v) { return torch::tensor(v, torch::kInt64); };
+  for (const auto* variant : {"fp32_softmax_topk_renorm", "configurable"}) {
+    INFO(variant);
+    const auto oracle = run("router", variant, in, ex);
+    const auto alt = run("router", variant, in, flip);
+    CHECK(torch::equal(selected(oracle, 0), set_of({1, 0, 1, 0})));
+    CHECK(torch::equal(selected(alt, 0), set_of({1, 1, 0, 0})));  // the near tie, the other way
+    CHECK(torch::equal(alt[0][1], oracle[0][1]));                   // fp32 resolves 1e-3: bit for bit
+    CHECK(torch::equal(alt[0][2], oracle[0][2]));
+    // The alternative is a real router output: its weights are the renormalized softmax of
+    // the other pair, summing to 1.
+    CHECK(alt[0][0].sum().item<double>() == Approx(1.0));
+  }
+  // Logits rounded to bf16 decide at bf16's resolution: the 1e-3 margin is a near tie too.
+  ParamMap w_logits;
+  w_logits.set("logits", std::string("w"));
+  const auto oracle = run("router", "configurable", in, ex, w_logits);
+  const auto alt = run("router", "configurable", in, flip, w_logits);
+  CHECK(torch::equal(selected(alt, 1), set_of({1, 1, 0, 0})));
+  CHECK(torch::equal(selected(oracle, 1), set_of({1, 0, 1, 0})));
+  CHECK(torch::equal(alt[0][2], oracle[0][2]));  // 0.1 stays resolved
+}
+
 TEST_CASE("fused qkv with in-place strided RoPE equals separate projections", "[families][qkv_rope]") {
   const auto p = probe("qkv_rope", {{"shape.tokens", std::int64_t{6}},
                                     {"shape.hidden", std::int64_t{32}},

@@ -24,7 +24,7 @@ TEST_CASE("observations are exact bucket means of prod - ref and sign(ref)·(pro
   const auto ref = torch::tensor({1.0, -2.0, -1.0, 4.0}, torch::kFloat64).view({1, 2, 2}).to(torch::kBFloat16);
   const auto prod = torch::tensor({1.5, -2.0, -1.25, 3.0}, torch::kFloat64).view({1, 2, 2}).to(torch::kBFloat16);
   const auto oracle = torch::tensor({1.25, -2.0, -1.0, 3.5}, torch::kFloat64).view({1, 2, 2});
-  const auto obs = kcert::numerics::observe(ref, prod, oracle, layout, 0, shape, kcert::stats::FloatFormat::bf16);
+  const auto obs = kcert::numerics::observe(ref, prod, oracle, torch::Tensor(), layout, 0, shape, kcert::stats::FloatFormat::bf16);
   REQUIRE(obs.replicates.size() == 1);
   const auto& o = obs.replicates[0];
   CHECK(o.delta == std::vector<double>({(0.5 - 0.25) / 2, (0.0 - 1.0) / 2}));
@@ -59,4 +59,34 @@ TEST_CASE("the fp64 comparison finds the worst relative discrepancy and the firs
   CHECK(obs[1].mismatch->replicate == 11);
   CHECK(obs[1].mismatch->element == 1);
   CHECK(obs[1].mismatch->bucket == 1);
+}
+
+TEST_CASE("a near tie accepts either oracle per side; a real flip is counted", "[numerics][selection]") {
+  // Three decisions (rows) over 4 experts, top-2 weights. Row 0: the oracle picks {0, 1},
+  // the near-tie oracle {0, 2}. Row 1: no near tie. Row 2: no near tie either.
+  const std::vector<int64_t> shape{3, 4};
+  const auto layout = kcert::numerics::make_bucket_layout(torch::arange(4).expand({3, 4}).contiguous(), shape);
+  const auto t = [](std::vector<double> v) { return torch::tensor(v, torch::kFloat64).view({1, 3, 4}); };
+  const auto oracle = t({0.5, 0.5, 0, 0, /**/ 0.75, 0, 0.25, 0, /**/ 0, 0, 0.5, 0.5});
+  const auto alt = t({0.5, 0, 0.5, 0, /**/ 0.75, 0, 0.25, 0, /**/ 0, 0, 0.5, 0.5});
+  // The reference follows the oracle, production the other side of the tie in row 0 and a
+  // real flip in row 2 ({1, 3} instead of {2, 3}).
+  const auto ref = t({0.5, 0.5, 0, 0, /**/ 0.75, 0, 0.25, 0, /**/ 0, 0, 0.5, 0.5}).to(torch::kBFloat16);
+  const auto prod = t({0.5, 0, 0.5, 0, /**/ 0.75, 0, 0.25, 0, /**/ 0, 0.5, 0, 0.5}).to(torch::kBFloat16);
+  const auto obs = kcert::numerics::observe(ref, prod, oracle, alt, layout, 0, shape, kcert::stats::FloatFormat::bf16);
+  REQUIRE(obs.replicates.size() == 1);
+  const auto& o = obs.replicates[0];
+  CHECK(o.e_ref == 0.0);
+  CHECK(o.e_prod == 0.5);  // row 2 only: row 0 is measured against the near-tie oracle
+  CHECK(o.selection.decisions == 3);
+  CHECK(o.selection.near_ties == 1);
+  CHECK(o.selection.flips_prod == 1);
+  CHECK(o.selection.flips_ref == 0);
+  CHECK(o.selection.flips_prod_only == 1);
+  CHECK(o.selection.flips_ref_only == 0);
+  // Without the second oracle, row 0 is an error of 0.5 as well and no selection is counted.
+  const auto plain = kcert::numerics::observe(ref, prod, oracle, torch::Tensor(), layout, 0, shape,
+                                              kcert::stats::FloatFormat::bf16);
+  CHECK(plain.replicates[0].e_prod == 0.5);
+  CHECK(plain.replicates[0].selection.decisions == 0);
 }

@@ -25,11 +25,43 @@ Variant variant(std::string name, std::string description, KernelFn fn) {
   return builtin_variant(std::move(name), std::move(description), {}, std::move(fn));
 }
 
+// How far apart two fp64 scores may be and still count as a tie the working kernel cannot
+// resolve, in spacings of the format it decides in at the row's largest |score|. Four
+// spacings cover the rounding of the score itself plus the few ULPs of error an fp32
+// softmax or sigmoid adds before the comparison (two exact fp32 ties in
+// real_topk_many_experts sit within 1-2 spacings in fp64); a TF32 or bf16 flip of an fp32
+// decision sits thousands of fp32 spacings away, so it stays a flip.
+constexpr double kNearTieSpacings = 4.0;
+
+// Under Precision::exact_flipping_near_ties: in every row whose k-th and (k+1)-th choices
+// are a near tie, take the (k+1)-th instead of the k-th; other rows keep `idx` bit for bit.
+// `idx` lists the k chosen in descending order of `selected_on` (every rule here does);
+// the margin is measured on `margin_on`, the quantity the working kernel rounds (the
+// logits for a softmax: softmax is monotone, so the two orders agree), at `precision`
+// significand bits.
+torch::Tensor flip_near_ties(const Precision& p, const torch::Tensor& selected_on, const torch::Tensor& margin_on,
+                             const torch::Tensor& idx, int precision) {
+  if (!p.flips_near_ties()) return idx;
+  const auto k = idx.size(-1);
+  const auto next = std::get<1>(selected_on.scatter(-1, idx, -std::numeric_limits<double>::infinity()).max(-1, true));
+  const auto kth = idx.narrow(-1, k - 1, 1);
+  const auto margin = margin_on.gather(-1, kth) - margin_on.gather(-1, next);
+  const auto scale = std::get<0>(margin_on.abs().max(-1, true));
+  const auto spacing = torch::exp2(torch::floor(torch::log2(scale))) * std::ldexp(1.0, 1 - precision);
+  auto out = idx.clone();
+  out.narrow(-1, k - 1, 1).copy_(torch::where(margin <= kNearTieSpacings * spacing, next, kth));
+  return out;
+}
+
+constexpr int kFp32Precision = 24, kTf32Precision = 11;
+
 // Softmax over all experts, keep the top k, renormalize them to sum 1 (Mixtral,
-// Qwen-MoE norm_topk_prob), scatter into a dense [.., experts] tensor.
-torch::Tensor softmax_topk_renormalized(const torch::Tensor& logits, int64_t k) {
+// Qwen-MoE norm_topk_prob), scatter into a dense [.., experts] tensor. `precision`: the
+// significand bits the working kernel's logits carry (near ties, see flip_near_ties).
+torch::Tensor softmax_topk_renormalized(const Precision& p, const torch::Tensor& logits, int64_t k, int precision) {
   const auto probs = torch::softmax(logits, -1);
-  const auto [top, idx] = probs.topk(k, -1);
+  const auto idx = flip_near_ties(p, probs, logits, std::get<1>(probs.topk(k, -1)), precision);
+  const auto top = probs.gather(-1, idx);
   const auto weights = top / top.sum(-1, true);
   return torch::zeros_like(probs).scatter(-1, idx, weights);
 }
@@ -79,6 +111,12 @@ torch::Tensor configurable_router(const KernelInputs& in, const Precision& p, co
   } else {  // "w": the router GEMM's result rounded to W (F.linear on bf16 tensors), M5
     l = p.up(p.round_w(torch::matmul(p.up(in.at("h")), p.up(p.round_w(p.up(in.at("W_router")))).t())));
   }
+  // The precision the working kernel decides in: W when the logits or the probabilities
+  // are rounded to it, fp32 otherwise (near ties, see flip_near_ties).
+  const int decides_in = (logits_in == "w" || prm.boolean("round_probabilities"))
+                             ? (p.flips_near_ties() ? stats::traits(*p.flips_near_ties()).precision : kFp32Precision)
+                         : logits_in == "tf32" ? kTf32Precision
+                                               : kFp32Precision;
   const auto& scoring = prm.string("scoring");
   const auto& order = prm.string("order");
   const auto& rule = prm.string("selection");
@@ -88,13 +126,13 @@ torch::Tensor configurable_router(const KernelInputs& in, const Precision& p, co
     // from score + b when bias_in_weights).
     const auto s = torch::sigmoid(l);
     const auto b = p.up(in.at("correction_bias"));
-    std::tie(std::ignore, idx) = select_topk(s + b, k, rule);
+    const auto scores = s + b;
+    idx = flip_near_ties(p, scores, scores, select_topk(scores, k, rule).second, decides_in);
     w = (prm.boolean("bias_in_weights") ? s + b : s).gather(-1, idx);
   } else if (order == "topk_softmax") {
     // top-k on the logits, softmax over the k selected (M1 with k = 1: the weight is 1).
-    torch::Tensor v;
-    std::tie(v, idx) = select_topk(l, k, rule);
-    w = torch::softmax(v, -1);
+    idx = flip_near_ties(p, l, l, select_topk(l, k, rule).second, decides_in);
+    w = torch::softmax(l.gather(-1, idx), -1);
   } else {
     torch::Tensor probs;
     if (prm.string("softmax") == "fused_dtype") {  // #6
@@ -104,7 +142,8 @@ torch::Tensor configurable_router(const KernelInputs& in, const Precision& p, co
       probs = e / e.sum(-1, true);
     }
     if (prm.boolean("round_probabilities")) probs = p.up(p.round_w(probs));  // M5 variant / M6 ties
-    std::tie(w, idx) = select_topk(probs, k, rule);
+    idx = flip_near_ties(p, probs, l, select_topk(probs, k, rule).second, decides_in);
+    w = probs.gather(-1, idx);
   }
   if (prm.boolean("renormalize") && order != "topk_softmax") w = w / w.sum(-1, true);
   const double rsf = prm.number("routed_scaling");
@@ -134,14 +173,14 @@ std::vector<Variant> router_variants() {
                       "renormalized, weights rounded to W (HF Mixtral/Qwen-MoE with an fp32 gate)",
                       [](const KernelInputs& in, const Precision& p, const ParamMap&) {
                         const auto logits = torch::matmul(p.up(in.at("h")), p.up(in.at("W_router")).t());
-                        return p.round_w(softmax_topk_renormalized(logits, top_k(in)));
+                        return p.round_w(softmax_topk_renormalized(p, logits, top_k(in), kFp32Precision));
                       }));
   v.push_back(variant("tf32_softmax_topk_renorm",
                       "the same router with both GEMM operands rounded to TF32 (10 mantissa bits), as an fp32 "
                       "matmul silently runs with TF32 enabled (G5: pytorch#67384, #53635, mlx#3860)",
                       [](const KernelInputs& in, const Precision& p, const ParamMap&) {
                         const auto logits = torch::matmul(p.tf32(p.up(in.at("h"))), p.tf32(p.up(in.at("W_router"))).t());
-                        return p.round_w(softmax_topk_renormalized(logits, top_k(in)));
+                        return p.round_w(softmax_topk_renormalized(p, logits, top_k(in), kTf32Precision));
                       }));
   v.push_back(builtin_variant("configurable",
                               "parametric router: logits precision, scoring, softmax/top-k order, selection rule, "
@@ -172,6 +211,7 @@ void register_router_family(Registry& registry) {
   f.name = "router";
   f.description = "MoE router: h [tokens, hidden] → logits [tokens, experts] → top-k combine weights (dense, W)";
   f.bucket_axes = {"expert", "token"};
+  f.selects = true;
   f.probe_params = {
       param::integer("shape.tokens", 1024).at_least(1).doc("tokens per replicate"),
       param::integer("shape.hidden", 1024).at_least(1).doc("model width"),
