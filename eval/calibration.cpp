@@ -17,6 +17,8 @@ std::vector<FamilyPlan> plan_calibration(const std::vector<ControlOutcome>& cont
       p.family = c.family;
       p.old_warn = rule.default_warn;
       p.old_fail = rule.default_fail;
+      p.old_c = rule.default_c;
+      p.old_c_magnitude = rule.default_c_magnitude;
     }
     if (c.kind != "positive") continue;
     if (!c.error.empty()) {
@@ -31,6 +33,14 @@ std::vector<FamilyPlan> plan_calibration(const std::vector<ControlOutcome>& cont
     const double u = c.variance_u.value_or(0.0);
     p.used[c.id] = u;
     p.max_u = std::max(p.max_u, u);
+    if (!c.bias_recomputable && p.refused.empty()) {
+      p.refused = "positive " + c.id + " has no stored bias frontier to calibrate the floors from";
+    }
+    const double us = c.max_ulp_effect(stats::BiasStatistic::signed_difference);
+    const double um = c.max_ulp_effect(stats::BiasStatistic::magnitude);
+    p.used_bias[c.id] = {us, um};
+    p.max_ulp_signed = std::max(p.max_ulp_signed, us);
+    p.max_ulp_magnitude = std::max(p.max_ulp_magnitude, um);
   }
   std::vector<FamilyPlan> out;
   for (auto& [family, p] : plans) {
@@ -38,12 +48,16 @@ std::vector<FamilyPlan> plan_calibration(const std::vector<ControlOutcome>& cont
       p.old_warn = it->second.warn_k;
       p.old_fail = it->second.fail_k;
       p.old_label = it->second.label;
+      p.old_c = it->second.c;
+      p.old_c_magnitude = it->second.c_magnitude;
     }
     if (p.refused.empty() && p.positives < rule.min_positives) {
       p.refused = fmt::format("{} positive control(s) in the source run, {} needed", p.positives, rule.min_positives);
     }
     p.new_warn = std::max(rule.floor, rule.margin * p.max_u);
     p.new_fail = rule.ratio * p.new_warn;
+    p.new_c = std::clamp(rule.bias_margin * p.max_ulp_signed, rule.bias_c_min, rule.default_c);
+    p.new_c_magnitude = std::clamp(rule.bias_margin * p.max_ulp_magnitude, rule.bias_c_min, rule.default_c_magnitude);
     out.push_back(std::move(p));
   }
   return out;
@@ -53,9 +67,11 @@ std::vector<ControlOutcome> apply_calibration(std::vector<ControlOutcome> contro
   for (auto& c : controls) {
     const auto it = std::find_if(plans.begin(), plans.end(), [&](const FamilyPlan& p) { return p.family == c.family; });
     if (it == plans.end() || !it->refused.empty() || !c.error.empty()) continue;
+    c.bias = bias_verdict_under(c, it->new_c, it->new_c_magnitude);
     // A +inf U (stored as no value with a FAIL) stays a FAIL under any threshold.
-    if (!c.variance_u && c.variance == stats::Verdict::fail) continue;
-    c.variance = stats::threshold_verdict(c.variance_u.value_or(0.0), it->new_warn, it->new_fail);
+    if (c.variance_u || c.variance != stats::Verdict::fail) {
+      c.variance = stats::threshold_verdict(c.variance_u.value_or(0.0), it->new_warn, it->new_fail);
+    }
     c.verdict = stats::worst(c.algebra, stats::worst(c.bias, c.variance));
   }
   return controls;

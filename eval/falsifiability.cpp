@@ -1,15 +1,15 @@
 #include "eval/falsifiability.hpp"
 
+#include <algorithm>
 #include <cmath>
+#include <limits>
 #include <stdexcept>
 
 namespace kcert::eval {
 
 using stats::Verdict;
 
-stats::Verdict bias_with_magnitude(const engine::CaseResult& r) {
-  return stats::worst(r.bias.verdict, stats::worst(r.bias.signed_statistic.verdict, r.bias.magnitude_statistic.verdict));
-}
+stats::Verdict bias_signed_only(const engine::CaseResult& r) { return r.bias.signed_statistic.verdict; }
 
 namespace {
 void count(Tally& t, bool negative, Verdict v) {
@@ -38,7 +38,7 @@ ControlOutcome outcome(const engine::CaseResult& r) {
   o.algebra = r.algebra.verdict;
   o.bias = r.bias.verdict;
   o.variance = r.variance.verdict;
-  o.bias_magnitude = bias_with_magnitude(r);
+  o.bias_signed_only = bias_signed_only(r);
   o.assert_close = r.baselines.assert_close.flagged;
   o.flash_attention = r.baselines.flash_attention.flagged;
   o.dynamo_fp64 = r.baselines.dynamo_fp64.flagged;
@@ -47,7 +47,34 @@ ControlOutcome outcome(const engine::CaseResult& r) {
   if (r.variance.tail.mode == stats::TailMode::fitted && std::isfinite(r.variance.tail.se)) o.variance_se = r.variance.tail.se;
   o.short_evidence = r.error.empty() && !r.nonfinite && r.variance.verdict == Verdict::pass && !r.variance.evidence.reaches_horizon;
   if (r.variance.confirmation) o.confirmation_agrees = r.variance.confirmation->agrees;
+  o.frontier_signed = r.bias.signed_statistic.frontier;
+  o.frontier_magnitude = r.bias.magnitude_statistic.frontier;
+  o.signed_decides = r.bias.signed_statistic.deciding;
+  o.magnitude_decides = r.bias.magnitude_statistic.deciding;
+  o.s_min = r.bias.thresholds.s_min;
+  o.bias_recomputable = r.error.empty() && !r.nonfinite;
   return o;
+}
+
+double ControlOutcome::max_ulp_effect(stats::BiasStatistic s) const {
+  double m = 0.0;
+  for (const auto& [effect, ulp] : s == stats::BiasStatistic::magnitude ? frontier_magnitude : frontier_signed) {
+    m = std::max(m, ulp);
+  }
+  return m;
+}
+
+Verdict bias_verdict_under(const ControlOutcome& o, double c, double c_magnitude) {
+  if (!o.bias_recomputable) return o.bias;
+  Verdict v = Verdict::pass;
+  const auto judge = [&](const std::vector<std::pair<double, double>>& frontier, double floor) {
+    for (const auto& [effect, ulp] : frontier) {
+      v = stats::worst(v, effect > o.s_min && ulp > floor ? Verdict::fail : Verdict::warn);
+    }
+  };
+  if (o.signed_decides) judge(o.frontier_signed, c);
+  if (o.magnitude_decides) judge(o.frontier_magnitude, c_magnitude);
+  return v;
 }
 
 namespace {
@@ -80,8 +107,7 @@ ControlOutcome outcome_from_document(const nlohmann::json& d) {
   o.algebra = verdict_at(g.at("algebra"), "verdict", o.id + ".gates.algebra");
   o.bias = verdict_at(g.at("bias"), "verdict", o.id + ".gates.bias");
   o.variance = verdict_at(g.at("variance"), "verdict", o.id + ".gates.variance");
-  o.bias_magnitude = stats::worst(o.bias, stats::worst(verdict_at(g.at("bias").at("signed"), "verdict", o.id),
-                                                       verdict_at(g.at("bias").at("magnitude"), "verdict", o.id)));
+  o.bias_signed_only = verdict_at(g.at("bias").at("signed"), "verdict", o.id + ".gates.bias.signed");
   const auto& b = d.at("baselines");
   o.assert_close = b.at("assert_close").at("flagged").get<bool>();
   o.flash_attention = b.at("flash_attention").at("flagged").get<bool>();
@@ -98,6 +124,29 @@ ControlOutcome outcome_from_document(const nlohmann::json& d) {
   if (v.contains("confirmation") && v.at("confirmation").is_object()) {
     o.confirmation_agrees = v.at("confirmation").value("agrees", true);
   }
+  // The bias frontiers (documents from before they were stored cannot be re-judged).
+  const auto& bias = g.at("bias");
+  const auto frontier = [](const nlohmann::json& stat, std::vector<std::pair<double, double>>& out) {
+    if (!stat.contains("frontier") || !stat.at("frontier").is_array()) return false;
+    // Numbers, or "inf" where a constant non-zero difference made an effect infinite.
+    const auto value = [](const nlohmann::json& x) -> std::optional<double> {
+      if (x.is_number()) return x.get<double>();
+      if (x.is_string() && x.get<std::string>() == "inf") return std::numeric_limits<double>::infinity();
+      return std::nullopt;
+    };
+    for (const auto& pt : stat.at("frontier")) {
+      if (!pt.is_array() || pt.size() != 2) return false;
+      const auto e = value(pt[0]), u = value(pt[1]);
+      if (!e || !u) return false;
+      out.emplace_back(*e, *u);
+    }
+    return true;
+  };
+  const bool have = frontier(bias.at("signed"), o.frontier_signed) && frontier(bias.at("magnitude"), o.frontier_magnitude);
+  o.signed_decides = bias.at("signed").value("deciding", true);
+  o.magnitude_decides = bias.at("magnitude").value("deciding", false);
+  if (bias.contains("thresholds") && bias.at("thresholds").is_object()) o.s_min = bias.at("thresholds").value("s_min", 0.2);
+  o.bias_recomputable = have && !(d.contains("nonfinite") && d.at("nonfinite").is_object());
   return o;
 }
 
@@ -121,8 +170,8 @@ Falsifiability tabulate(const std::vector<ControlOutcome>& outcomes) {
     count(f.bias, neg, r.bias);
     count(f.variance, neg, r.variance);
     count(f.combined, neg, r.verdict);
-    count(f.bias_with_magnitude, neg, r.bias_magnitude);
-    count(f.combined_with_magnitude, neg, stats::worst(r.verdict, r.bias_magnitude));
+    count(f.bias_signed_only, neg, r.bias_signed_only);
+    count(f.combined_signed_only, neg, stats::worst(r.algebra, stats::worst(r.bias_signed_only, r.variance)));
     count_flag(f.assert_close, neg, r.assert_close);
     count_flag(f.flash_attention, neg, r.flash_attention);
     count_flag(f.dynamo_fp64, neg, r.dynamo_fp64);
@@ -146,8 +195,8 @@ nlohmann::json to_json(const Falsifiability& f) {
             {"bias", tally_json(f.bias)},
             {"variance", tally_json(f.variance)},
             {"combined", tally_json(f.combined)},
-            {"bias_with_magnitude", tally_json(f.bias_with_magnitude)},
-            {"combined_with_magnitude", tally_json(f.combined_with_magnitude)}}},
+            {"bias_signed_only", tally_json(f.bias_signed_only)},
+            {"combined_signed_only", tally_json(f.combined_signed_only)}}},
           {"baselines",
            {{"assert_close", tally_json(f.assert_close)},
             {"flash_attention", tally_json(f.flash_attention)},

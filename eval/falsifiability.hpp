@@ -23,7 +23,8 @@ struct Falsifiability {
   int positives = 0;
   int errors = 0;  // cases the harness could not finish (counted nowhere else)
   Tally algebra, bias, variance, combined;
-  Tally bias_with_magnitude, combined_with_magnitude;  // the magnitude statistic deciding too
+  // The notes' rule side by side: the signed statistic alone deciding the bias gate.
+  Tally bias_signed_only, combined_signed_only;
   Tally assert_close, flash_attention, dynamo_fp64;
   // Variance PASSes resting on less than the declared horizon (a thin tail or no events:
   // the rule of three supports ~R/3 replicates), by kind.
@@ -41,13 +42,24 @@ struct ControlOutcome {
   std::string id, kind, family, error;  // kind: "negative" | "positive"; error: harness error
   stats::Verdict verdict = stats::Verdict::pass, algebra = stats::Verdict::pass, bias = stats::Verdict::pass,
                  variance = stats::Verdict::pass;
-  stats::Verdict bias_magnitude = stats::Verdict::pass;  // bias gate with the magnitude statistic deciding too
+  stats::Verdict bias_signed_only = stats::Verdict::pass;  // the bias gate under the notes' rule (signed statistic alone)
   bool assert_close = false, flash_attention = false, dynamo_fp64 = false;
   std::vector<std::string> unexpected;  // against the YAML expectation
   std::optional<double> variance_u;     // U; nullopt when +inf or undefined
   std::optional<double> variance_se;    // the bootstrap se of r_T, when a tail was fitted
   bool short_evidence = false;          // a variance PASS whose evidence does not reach the horizon
   std::optional<bool> confirmation_agrees;  // set when the verdict was checked on a fresh set
+  // The bias gate's evidence, enough to re-judge it under other floors: per statistic the
+  // frontier of significant buckets, (standardized effect, ULP effect) points no other
+  // significant bucket exceeds in both; whether it decides; the s_min it was judged with.
+  // bias_recomputable: false for documents without these fields, or a bias FAIL for a
+  // non-finite value (no frontier stands behind it).
+  std::vector<std::pair<double, double>> frontier_signed, frontier_magnitude;
+  bool signed_decides = true, magnitude_decides = true;
+  double s_min = 0.2;
+  bool bias_recomputable = false;
+  // The largest ULP effect among a statistic's significant buckets (0: none).
+  double max_ulp_effect(stats::BiasStatistic s) const;
   bool detected() const { return kind == "negative" && error.empty() && verdict != stats::Verdict::pass; }
   bool false_fail() const { return kind == "positive" && error.empty() && verdict == stats::Verdict::fail; }
 };
@@ -56,11 +68,16 @@ ControlOutcome outcome(const engine::CaseResult& r);
 // Throws std::invalid_argument naming the missing field when the document is not a result.
 ControlOutcome outcome_from_document(const nlohmann::json& document);
 
+// The bias verdict of an outcome under floors c (signed) and c_magnitude, from its frontiers:
+// FAIL when a deciding statistic has a frontier point above both s_min and its c, WARN when
+// it has any significant bucket, else PASS. The outcome's own verdict when not recomputable.
+stats::Verdict bias_verdict_under(const ControlOutcome& o, double c, double c_magnitude);
+
 Falsifiability tabulate(const std::vector<ControlOutcome>& outcomes);
 Falsifiability tabulate(const std::vector<engine::CaseResult>& results);
 nlohmann::json to_json(const Falsifiability& f);
 
-// The verdict of a case's bias gate when the magnitude statistic decides as well.
-stats::Verdict bias_with_magnitude(const engine::CaseResult& r);
+// The verdict of a case's bias gate under the notes' rule: the signed statistic alone.
+stats::Verdict bias_signed_only(const engine::CaseResult& r);
 
 }  // namespace kcert::eval

@@ -10,7 +10,11 @@ PASSes otherwise (method.md §3). Prints, as Markdown:
   2. per candidate (s_min, c): negatives detected, positives FAIL / WARN (combined with the
      other gates), and which controls change verdict against the current defaults.
 
-    tools/bias_floors.py results.json [--current 0.2 0.05] [--statistic signed|both]
+    tools/bias_floors.py results.json [--current S_MIN C [C_MAGNITUDE]] [--statistic signed|both]
+
+With --statistic both (the default rule since issue 16), the magnitude statistic decides too,
+with its own ULP floor C_MAGNITUDE; the candidate grid then runs over (c, c_magnitude) at
+s_min 0.2.
 """
 import argparse
 import json
@@ -40,9 +44,10 @@ def worst(*vs):
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("results", nargs="+")
-    ap.add_argument("--current", nargs=2, type=float, default=[0.2, 0.05], metavar=("S_MIN", "C"))
-    ap.add_argument("--statistic", choices=["signed", "both"], default="signed",
-                    help="signed: the default deciding statistic; both: magnitude decides too")
+    ap.add_argument("--current", nargs="+", type=float, default=[0.2, 0.3, 0.2],
+                    help="S_MIN C [C_MAGNITUDE]: the floors changes are listed against (default 0.2 0.3 0.2)")
+    ap.add_argument("--statistic", choices=["signed", "both"], default="both",
+                    help="both: signed and magnitude decide (the default rule); signed: the notes' rule")
     args = ap.parse_args()
     rows = []
     for path in args.results:
@@ -52,16 +57,16 @@ def main():
             rows.append(r)
     rows.sort(key=lambda r: (r["kind"], r["family"], r["id"]))
 
-    def bias(r, s, c):
+    def bias(r, s, c, cm):
         b = r["gates"]["bias"]
         v = verdict_under(b["signed"], s, c)
         if args.statistic == "both":
-            v = worst(v, verdict_under(b["magnitude"], s, c))
+            v = worst(v, verdict_under(b["magnitude"], s, cm))
         return v
 
-    def overall(r, s, c):
+    def overall(r, s, c, cm):
         g = r["gates"]
-        return worst(g["algebra"]["verdict"], g["variance"]["verdict"], bias(r, s, c))
+        return worst(g["algebra"]["verdict"], g["variance"]["verdict"], bias(r, s, c, cm))
 
     print("## Measured bias effects per control\n")
     print("Largest standardized effect |mean|/sd and ULP effect |mean|/ULP among the significant buckets "
@@ -79,21 +84,32 @@ def main():
         print(f"| `{r['id']}` | {r['kind']} | {r['family']} | {z:.3g} | {cells[0]} | {cells[1]} | {cells[2]} | {cells[3]} "
               f"| {r['gates']['algebra']['verdict']} | {r['gates']['variance']['verdict']} |")
 
-    s0, c0 = args.current
-    print(f"\n## Candidate floors ({args.statistic} statistic deciding)\n")
-    print("| s_min | c (ULP) | negatives detected | positives FAIL | positives WARN | changes against "
-          f"s_min {s0:g}, c {c0:g} (bias verdict) |")
-    print("|---|---|---|---|---|---|")
-    for s in (0.2, 0.3, 0.5, 1.0, 2.0):
-        for c in (0.05, 0.1, 0.15, 0.2, 0.3):
-            neg = [r for r in rows if r["kind"] == "negative"]
-            pos = [r for r in rows if r["kind"] == "positive"]
-            det = sum(overall(r, s, c) != "PASS" for r in neg)
-            pf = sum(overall(r, s, c) == "FAIL" for r in pos)
-            pw = sum(overall(r, s, c) == "WARN" for r in pos)
-            changes = [f"{r['id']} {bias(r, s0, c0)}→{bias(r, s, c)}" for r in rows if bias(r, s, c) != bias(r, s0, c0)]
-            print(f"| {s:g} | {c:g} | {det}/{len(neg)} | {pf}/{len(pos)} | {pw}/{len(pos)} | {'; '.join(changes) or '-'} |")
-
+    if len(args.current) not in (2, 3):
+        ap.error("--current takes S_MIN C [C_MAGNITUDE]")
+    s0, c0 = args.current[:2]
+    cm0 = args.current[2] if len(args.current) == 3 else c0
+    neg = [r for r in rows if r["kind"] == "negative"]
+    pos = [r for r in rows if r["kind"] == "positive"]
+    if args.statistic == "both":
+        grid = [(0.2, c, cm) for c in (0.1, 0.2, 0.3) for cm in (0.1, 0.15, 0.2, 0.25, 0.3)]
+        print("\n## Candidate floors (signed and magnitude deciding, s_min 0.2)\n")
+        print("| c signed (ULP) | c magnitude (ULP) | negatives detected | positives FAIL | positives WARN | changes against "
+              f"c {c0:g}, c_magnitude {cm0:g} (bias verdict) |")
+        print("|---|---|---|---|---|---|")
+    else:
+        grid = [(s, c, c) for s in (0.2, 0.3, 0.5, 1.0, 2.0) for c in (0.05, 0.1, 0.15, 0.2, 0.3)]
+        print("\n## Candidate floors (signed statistic deciding)\n")
+        print("| s_min | c (ULP) | negatives detected | positives FAIL | positives WARN | changes against "
+              f"s_min {s0:g}, c {c0:g} (bias verdict) |")
+        print("|---|---|---|---|---|---|")
+    for s, c, cm in grid:
+        det = sum(overall(r, s, c, cm) != "PASS" for r in neg)
+        pf = sum(overall(r, s, c, cm) == "FAIL" for r in pos)
+        pw = sum(overall(r, s, c, cm) == "WARN" for r in pos)
+        changes = [f"{r['id']} {bias(r, s0, c0, cm0)}→{bias(r, s, c, cm)}" for r in rows
+                   if bias(r, s, c, cm) != bias(r, s0, c0, cm0)]
+        first = f"| {c:g} | {cm:g}" if args.statistic == "both" else f"| {s:g} | {c:g}"
+        print(f"{first} | {det}/{len(neg)} | {pf}/{len(pos)} | {pw}/{len(pos)} | {'; '.join(changes) or '-'} |")
 
 if __name__ == "__main__":
     main()

@@ -1,6 +1,7 @@
-// `kcert calibrate`: re-derives the variance gate's warn_K / fail_K per operator family for
-// one environment from the stored results of its positive controls (method.md §6). The
-// rule (kcert-cal/1) and why are in docs/calibration.md; nothing here re-runs a kernel.
+// `kcert calibrate`: re-derives the variance gate's warn_K / fail_K and the bias gate's ULP
+// floors per operator family for one environment from the stored results of its positive
+// controls (method.md §6). The rule (kcert-cal/2) and why are in docs/calibration.md;
+// nothing here re-runs a kernel.
 #include <fmt/format.h>
 #include <unistd.h>
 
@@ -49,14 +50,16 @@ void print_history(store::ResultStore& db, const std::string& env) {
     std::cout << "no calibrations stored" << (env.empty() ? "" : " for environment " + env) << "\n";
     return;
   }
-  std::cout << fmt::format("{:<18} {:<18} {:<8} {:<22} {:>8} {:>8} {:>10} {:>4} {:>8}  {:<12} {}\n", "environment", "family", "id",
-                           "created (UTC)", "warn_K", "fail_K", "prev", "pos", "max U", "rule", "by / source runs");
+  std::cout << fmt::format("{:<18} {:<18} {:<8} {:<22} {:>8} {:>8} {:>10} {:>4} {:>8} {:>11}  {:<12} {}\n", "environment", "family",
+                           "id", "created (UTC)", "warn_K", "fail_K", "prev", "pos", "max U", "bias c S/M", "rule",
+                           "by / source runs");
   for (const auto& c : cals) {
     std::string runs;
     for (const auto& r : c.source_runs) runs += (runs.empty() ? "" : ",") + r;
-    std::cout << fmt::format("{:<18} {:<18} {:<8} {:<22} {:>8.4g} {:>8.4g} {:>4.3g}/{:<5.3g} {:>4} {:>8.4g}  {:<12} {} / {}\n",
+    const auto floors = c.bias_c ? fmt::format("{:.3g}/{:.3g}", *c.bias_c, c.bias_c_magnitude.value_or(0.0)) : std::string("shipped");
+    std::cout << fmt::format("{:<18} {:<18} {:<8} {:<22} {:>8.4g} {:>8.4g} {:>4.3g}/{:<5.3g} {:>4} {:>8.4g} {:>11}  {:<12} {} / {}\n",
                              c.fingerprint, c.family, c.label(), c.created_at, c.warn_k, c.fail_k, c.previous_warn_k,
-                             c.previous_fail_k, c.positives, c.max_u, c.rule_version, c.created_by, runs);
+                             c.previous_fail_k, c.positives, c.max_u, floors, c.rule_version, c.created_by, runs);
   }
 }
 
@@ -64,16 +67,20 @@ void print_history(store::ResultStore& db, const std::string& env) {
 
 void register_calibrate_command(CLI::App& app) {
   auto o = std::make_shared<CalibrateOptions>();
-  auto* cmd = app.add_subcommand("calibrate", "Re-derive the variance thresholds of each family from stored positive controls");
+  auto* cmd = app.add_subcommand("calibrate",
+                                 "Re-derive the variance thresholds and bias floors of each family from stored positive controls");
   cmd->footer(
-      "Rule kcert-cal/1 (docs/calibration.md), per operator family, for one environment:\n"
+      "Rule kcert-cal/2 (docs/calibration.md), per operator family, for one environment:\n"
       "  warn_K = max(1, 1.5 x the largest U of the family's positive controls)\n"
       "  fail_K = 5 x warn_K (the default ratio 10 / 2)\n"
+      "  bias floors, per statistic: c = 1.5 x the largest ULP effect of a significant bucket\n"
+      "  among the positives, at least 0.05 and at most the shipped floor (signed 0.3, magnitude 0.2)\n"
       "A family is refused, with the reason, when it has fewer than 3 positive controls in the\n"
       "source run or one of them FAILed any gate there. The source is the newest finished run\n"
       "of the profile (default: contract shapes) in the environment, or the runs given by --run.\n"
       "Prints old and new thresholds and the verdict every control of the source run would get\n"
-      "under the new thresholds, from the stored U values (no kernel runs). --apply stores the\n"
+      "under the new thresholds, from the stored U values and bias frontiers (no kernel runs).\n"
+      "--apply stores the\n"
       "calibration; later `kcert nightly` runs in that environment use it and record its id.\n\n"
       "Examples:\n"
       "  kcert calibrate                      # dry run for this machine's environment\n"
@@ -117,27 +124,36 @@ void register_calibrate_command(CLI::App& app) {
 
     const eval::CalibrationRule rule;
     std::map<std::string, eval::CurrentThresholds> current;
-    for (const auto& [family, c] : db.latest_calibrations(env)) current[family] = {c.warn_k, c.fail_k, c.label()};
+    for (const auto& [family, c] : db.latest_calibrations(env)) {
+      const stats::BiasThresholds shipped;
+      current[family] = {c.warn_k, c.fail_k, c.label(), c.bias_c.value_or(shipped.c),
+                         c.bias_c_magnitude.value_or(shipped.c_magnitude)};
+    }
     const auto plans = eval::plan_calibration(controls, current, rule);
 
     std::cout << fmt::format("calibration {} for environment {} from run(s) {}\n\n", rule.version, env, fmt::join(runs, ", "));
-    std::cout << fmt::format("{:<18} {:>4} {:>9}  {:<22} {:<22} {}\n", "family", "pos", "max U", "old warn/fail",
-                             "new warn/fail", "status");
+    std::cout << fmt::format("{:<18} {:>4} {:>9}  {:<22} {:<16} {:>15}  {:<13} {:<13} {}\n", "family", "pos", "max U",
+                             "old warn/fail", "new warn/fail", "max ULP S/M", "old c S/M", "new c S/M", "status");
     for (const auto& p : plans) {
-      std::cout << fmt::format("{:<18} {:>4} {:>9.4g}  {:<22} {:<22} {}\n", p.family, p.positives, p.max_u,
-                               fmt::format("{:.4g}/{:.4g} ({})", p.old_warn, p.old_fail, p.old_label),
-                               p.refused.empty() ? fmt::format("{:.4g}/{:.4g}", p.new_warn, p.new_fail) : std::string("-"),
-                               p.refused.empty() ? std::string("calibrated") : "refused: " + p.refused);
+      const bool ok = p.refused.empty();
+      std::cout << fmt::format("{:<18} {:>4} {:>9.4g}  {:<22} {:<16} {:>15}  {:<13} {:<13} {}\n", p.family, p.positives,
+                               p.max_u, fmt::format("{:.4g}/{:.4g} ({})", p.old_warn, p.old_fail, p.old_label),
+                               ok ? fmt::format("{:.4g}/{:.4g}", p.new_warn, p.new_fail) : std::string("-"),
+                               fmt::format("{:.3g}/{:.3g}", p.max_ulp_signed, p.max_ulp_magnitude),
+                               fmt::format("{:.3g}/{:.3g}", p.old_c, p.old_c_magnitude),
+                               ok ? fmt::format("{:.3g}/{:.3g}", p.new_c, p.new_c_magnitude) : std::string("-"),
+                               ok ? std::string("calibrated") : "refused: " + p.refused);
     }
 
     // What every control would read under the new thresholds (refused families keep theirs).
-    std::cout << fmt::format("\n{:<40} {:<8} {:<18} {:>9}  {:<17} {}\n", "control", "kind", "family", "U",
-                             "variance old->new", "overall old->new");
+    std::cout << fmt::format("\n{:<40} {:<8} {:<18} {:>9}  {:<17} {:<17} {}\n", "control", "kind", "family", "U",
+                             "bias old->new", "variance old->new", "overall old->new");
     const auto after = eval::apply_calibration(controls, plans);
     for (std::size_t i = 0; i < controls.size(); ++i) {
       const auto& was = controls[i];
       const auto& c = after[i];
-      std::cout << fmt::format("{:<40} {:<8} {:<18} {:>9}  {:<17} {}{}\n", c.id, c.kind, c.family, u_text(c),
+      std::cout << fmt::format("{:<40} {:<8} {:<18} {:>9}  {:<17} {:<17} {}{}\n", c.id, c.kind, c.family, u_text(c),
+                               fmt::format("{} -> {}", stats::to_string(was.bias), stats::to_string(c.bias)),
                                fmt::format("{} -> {}", stats::to_string(was.variance), stats::to_string(c.variance)),
                                fmt::format("{} -> {}", stats::to_string(was.verdict), stats::to_string(c.verdict)),
                                (c.kind == "negative" && was.verdict != stats::Verdict::pass && c.verdict == stats::Verdict::pass)
@@ -176,10 +192,16 @@ void register_calibrate_command(CLI::App& app) {
       c.positives = p.positives;
       c.max_u = p.max_u;
       c.created_by = by;
-      c.details = {{"u", p.used}, {"margin", rule.margin}, {"ratio", rule.ratio}, {"previous", p.old_label}};
+      c.bias_c = p.new_c;
+      c.bias_c_magnitude = p.new_c_magnitude;
+      c.previous_bias_c = p.old_c;
+      c.previous_bias_c_magnitude = p.old_c_magnitude;
+      c.details = {{"u", p.used},           {"margin", rule.margin},           {"ratio", rule.ratio},
+                   {"previous", p.old_label}, {"bias_ulp", p.used_bias},      {"bias_margin", rule.bias_margin},
+                   {"bias_c_min", rule.bias_c_min}};
       c.id = db.store_calibration(c);
-      std::cout << fmt::format("stored {} for family {} (warn_K {:.4g}, fail_K {:.4g})\n", c.label(), family, c.warn_k,
-                               c.fail_k);
+      std::cout << fmt::format("stored {} for family {} (warn_K {:.4g}, fail_K {:.4g}; bias c {:.3g}, c_magnitude {:.3g})\n",
+                               c.label(), family, c.warn_k, c.fail_k, *c.bias_c, *c.bias_c_magnitude);
     }
   });
 }

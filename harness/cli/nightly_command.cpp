@@ -293,11 +293,18 @@ void register_nightly_command(CLI::App& app, kernels::Registry& registry) {
         if (it == cals.end()) continue;
         tc.gates.variance.warn_k = it->second.warn_k;
         tc.gates.variance.fail_k = it->second.fail_k;
+        // Calibrations from before kcert-cal/2 carry no bias floors: the case keeps its own.
+        if (it->second.bias_c) tc.gates.bias.c = *it->second.bias_c;
+        if (it->second.bias_c_magnitude) tc.gates.bias.c_magnitude = *it->second.bias_c_magnitude;
         tc.calibration = it->second.label();
       }
       for (const auto& [family, c] : cals) {
-        std::cerr << fmt::format("kcert: family {}: calibration {} (warn_K {:.4g}, fail_K {:.4g}, {} by {})\n", family,
-                                 c.label(), c.warn_k, c.fail_k, c.created_at, c.created_by);
+        std::cerr << fmt::format("kcert: family {}: calibration {} (warn_K {:.4g}, fail_K {:.4g}{}, {} by {})\n", family,
+                                 c.label(), c.warn_k, c.fail_k,
+                                 c.bias_c ? fmt::format("; bias c {:.3g}, c_magnitude {:.3g}", *c.bias_c,
+                                                        c.bias_c_magnitude.value_or(stats::BiasThresholds{}.c_magnitude))
+                                          : std::string(),
+                                 c.created_at, c.created_by);
       }
     }
 

@@ -70,10 +70,12 @@ void print_case_details(std::ostream& out, const engine::CaseResult& r) {
                          num(s->max_ulp_effect, 3));
       print_buckets(out, *s, b.axis);
     }
-    out << fmt::format("    z* {} (|z| cut {}: Student t, {} df), s_min {}, c {} ULP; union bound 2G·Phi(-z*) = {} over {} buckets; "
-                       "rho_min {} -> T_cert {} steps at R = {} replicates\n",
-                       num(b.thresholds.z_star), num(b.z_cut), b.replicates - 1, num(b.thresholds.s_min), num(b.thresholds.c), num(b.union_bound, 3),
-                       b.buckets, num(b.horizon.rho_min, 3), num(b.horizon.t_cert, 3), b.replicates);
+    const int deciding = int{b.signed_statistic.deciding} + int{b.magnitude_statistic.deciding};
+    out << fmt::format("    z* {} (|z| cut {}: Student t, {} df), s_min {}, c {} ULP (magnitude {}); union bound 2G·Phi(-z*) = {} "
+                       "over {} buckets x {} deciding statistic(s); rho_min {} -> T_cert {} steps at R = {} replicates\n",
+                       num(b.thresholds.z_star), num(b.z_cut), b.replicates - 1, num(b.thresholds.s_min), num(b.thresholds.c),
+                       num(b.thresholds.c_magnitude), num(b.union_bound, 3), b.buckets, deciding, num(b.horizon.rho_min, 3),
+                       num(b.horizon.t_cert, 3), b.replicates);
   }
   const auto& v = r.variance;
   out << fmt::format("  variance  {}  {}\n", stats::to_string(v.verdict), v.reason);
@@ -121,14 +123,14 @@ void print_controls(std::ostream& out, const std::vector<eval::ControlOutcome>& 
   for (const auto& r : results) w = std::max(w, r.id.size());
   w = std::min<std::size_t>(w, 48);
   out << fmt::format("{:<{}}  {:<8} {:<9} {:<7} {:<7} {:<8} {:<7} {:<8} {:<6} {:<6} {:<6} {}\n", "control", w, "kind",
-                     "family", "algebra", "bias", "variance", "all", "bias+M", "close", "FA", "dynamo", "expected");
+                     "family", "algebra", "bias", "variance", "all", "bias(S)", "close", "FA", "dynamo", "expected");
   for (const auto& r : results) {
     if (!r.error.empty()) {
       out << fmt::format("{:<{}}  {:<8} {:<9} ERROR: {}\n", r.id.substr(0, w), w, r.kind, r.family, r.error);
       continue;
     }
     out << fmt::format("{:<{}}  {:<8} {:<9} {:<7} {:<7} {:<8} {:<7} {:<8} {:<6} {:<6} {:<6} {}\n", r.id.substr(0, w), w, r.kind,
-                       r.family, v(r.algebra), v(r.bias), v(r.variance), v(r.verdict), v(r.bias_magnitude),
+                       r.family, v(r.algebra), v(r.bias), v(r.variance), v(r.verdict), v(r.bias_signed_only),
                        flag(r.assert_close), flag(r.flash_attention), flag(r.dynamo_fp64),
                        r.unexpected.empty() ? "ok" : "UNEXPECTED");
   }
@@ -146,8 +148,8 @@ void print_falsifiability(std::ostream& out, const eval::Falsifiability& f) {
   row("bias gate (deciding statistics)", f.bias, true);
   row("variance gate", f.variance, true);
   row("combined", f.combined, true);
-  row("bias gate, magnitude deciding too", f.bias_with_magnitude, true);
-  row("combined, magnitude deciding too", f.combined_with_magnitude, true);
+  row("bias gate, signed alone (notes)", f.bias_signed_only, true);
+  row("combined, signed alone (notes)", f.combined_signed_only, true);
   out << "  notes' reference (30 + 35 controls): 29/30 detected, 0/35 FAIL, 2/35 WARN\n";
   out << "  checks in use today (flagged on the first replicate):\n";
   row("  assert_close (bf16 rtol 1.6e-2)", f.assert_close, false);
@@ -163,7 +165,7 @@ void print_falsifiability(std::ostream& out, const eval::Falsifiability& f) {
 
 
 void markdown_controls(std::ostream& out, const std::vector<eval::ControlOutcome>& results) {
-  out << "| control | kind | family | algebra | bias | variance | all | bias+M | U | assert_close | FA | dynamo | expected |\n"
+  out << "| control | kind | family | algebra | bias | variance | all | bias(S) | U | assert_close | FA | dynamo | expected |\n"
          "|---|---|---|---|---|---|---|---|---|---|---|---|---|\n";
   for (const auto& r : results) {
     if (!r.error.empty()) {
@@ -171,7 +173,7 @@ void markdown_controls(std::ostream& out, const std::vector<eval::ControlOutcome
       continue;
     }
     out << fmt::format("| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |\n", r.id, r.kind, r.family,
-                       v(r.algebra), v(r.bias), v(r.variance), v(r.verdict), v(r.bias_magnitude),
+                       v(r.algebra), v(r.bias), v(r.variance), v(r.verdict), v(r.bias_signed_only),
                        r.variance_u ? fmt::format("{:.3g}", *r.variance_u) : std::string("inf/-"), flag(r.assert_close),
                        flag(r.flash_attention), flag(r.dynamo_fp64),
                        r.unexpected.empty() ? std::string("ok") : "UNEXPECTED: " + r.unexpected.front());
@@ -188,8 +190,8 @@ void markdown_falsifiability(std::ostream& out, const eval::Falsifiability& f) {
   row("bias gate (deciding statistics)", f.bias, true);
   row("variance gate", f.variance, true);
   row("**combined**", f.combined, true);
-  row("bias gate, magnitude deciding too", f.bias_with_magnitude, true);
-  row("combined, magnitude deciding too", f.combined_with_magnitude, true);
+  row("bias gate, signed alone (notes)", f.bias_signed_only, true);
+  row("combined, signed alone (notes)", f.combined_signed_only, true);
   row("assert_close (first replicate)", f.assert_close, false);
   row("FlashAttention 2x + 1 ULP rule", f.flash_attention, false);
   row("dynamo fp64 RMSE 3x rule", f.dynamo_fp64, false);

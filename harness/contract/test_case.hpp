@@ -33,7 +33,10 @@ struct GateSettings {
   double algebra_tolerance = 1e-9;      // tol_alg
   stats::BiasThresholds bias;
   // Statistics that decide the bias gate; the others are computed and reported beside it.
-  std::vector<stats::BiasStatistic> bias_deciding{stats::BiasStatistic::signed_difference};
+  // Both by default: the signed statistic is blind where outputs are centred (a LayerNorm's
+  // per-channel gain error averages out), the magnitude one where signs of ref mix
+  // (docs/bias-floors.md, "centred outputs").
+  std::vector<stats::BiasStatistic> bias_deciding{stats::BiasStatistic::signed_difference, stats::BiasStatistic::magnitude};
   stats::VarianceSettings variance;
 };
 

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <stdexcept>
 
 
@@ -98,19 +99,34 @@ BiasResult BiasAccumulator::decide(const stats::BiasThresholds& thresholds,
   // Each bucket is tested at the two-sided level 2Φ(-z*) (t_cut), so the union bound over
   // G buckets is 2GΦ(-z*) as printed; the horizon uses the same cut.
   r.z_cut = stats::t_cut(n, thresholds.z_star);
-  r.union_bound = stats::union_bound_false_alarm(buckets(), thresholds.z_star);
+  // Every deciding statistic tests every bucket: the union runs over both.
+  r.union_bound = stats::union_bound_false_alarm(buckets() * std::max<std::size_t>(1, deciding.size()), thresholds.z_star);
   r.horizon = stats::certified_horizon(n, r.z_cut);
-  r.signed_statistic = judge(signed_, scale, ulp, stats::BiasStatistic::signed_difference, thresholds, r.z_cut);
-  r.magnitude_statistic = judge(magnitude_, scale, ulp, stats::BiasStatistic::magnitude, thresholds, r.z_cut);
+  // Each statistic is judged with its own ULP floor (BiasThresholds::c_of).
+  const auto floors_of = [&](stats::BiasStatistic s) {
+    auto t = thresholds;
+    t.c = thresholds.c_of(s);
+    return t;
+  };
+  r.signed_statistic = judge(signed_, scale, ulp, stats::BiasStatistic::signed_difference,
+                             floors_of(stats::BiasStatistic::signed_difference), r.z_cut);
+  r.magnitude_statistic = judge(magnitude_, scale, ulp, stats::BiasStatistic::magnitude,
+                                floors_of(stats::BiasStatistic::magnitude), r.z_cut);
   for (auto s : deciding) {
     auto& res = s == stats::BiasStatistic::signed_difference ? r.signed_statistic : r.magnitude_statistic;
     res.deciding = true;
     r.verdict = stats::worst(r.verdict, res.verdict);
   }
-  const auto& lead = r.signed_statistic.deciding ? r.signed_statistic : r.magnitude_statistic;
-  r.reason = std::to_string(lead.fail_buckets) + " FAIL / " + std::to_string(lead.warn_buckets) + " WARN of " +
-             std::to_string(r.buckets) + " " + axis + " buckets (" + std::string(stats::to_string(lead.statistic)) +
-             "), max |z| " + std::to_string(lead.max_abs_z);
+  // "of 256 channel buckets: signed 32 FAIL / 154 WARN (max |z| 75.65); magnitude ...",
+  // the deciding statistics only.
+  r.reason = "of " + std::to_string(r.buckets) + " " + axis + " buckets:";
+  for (const auto* s : {&r.signed_statistic, &r.magnitude_statistic}) {
+    if (!s->deciding) continue;
+    char z[32];
+    std::snprintf(z, sizeof z, "%.4g", s->max_abs_z);
+    r.reason += std::string(r.reason.back() == ':' ? " " : "; ") + std::string(stats::to_string(s->statistic)) + " " +
+                std::to_string(s->fail_buckets) + " FAIL / " + std::to_string(s->warn_buckets) + " WARN (max |z| " + z + ")";
+  }
   return r;
 }
 

@@ -42,7 +42,7 @@ class BiasAccumulator {
 struct BiasSettings {
   std::uint64_t replicates = 1024;  // R, declared before any data is seen
   stats::BiasThresholds thresholds;
-  std::vector<stats::BiasStatistic> deciding{stats::BiasStatistic::signed_difference};
+  std::vector<stats::BiasStatistic> deciding{stats::BiasStatistic::signed_difference, stats::BiasStatistic::magnitude};
   std::string axis;                 // the bucket axis, for reasons and results
 };
 

@@ -27,6 +27,7 @@ void validate(const BiasThresholds& t) {
   require_positive(t.z_star, "z_star");
   require_positive(t.s_min, "s_min");
   require_positive(t.c, "c");
+  require_positive(t.c_magnitude, "c_magnitude");
 }
 
 double t_cut(std::uint64_t replicates, double z_star) {

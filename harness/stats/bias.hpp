@@ -27,6 +27,13 @@ struct BiasThresholds {
   // it sits between the largest positive effect (0.24 ULP, #9) and the bias-only
   // negatives that must FAIL (0.45-0.51 ULP: N1, N7, R3); method.md started from 0.05.
   double c = 0.3;
+  // The magnitude statistic's ULP floor (it decides too by default): 0.2 sits between the
+  // largest positive magnitude effect (0.14 ULP, #9) and the negatives only it catches (N3
+  // 0.36, G2 0.25 ULP); docs/bias-floors.md. s_min is shared: it decides nothing between 0.2
+  // and 0.3 for either statistic.
+  double c_magnitude = 0.2;
+  // The ULP floor of one statistic.
+  double c_of(BiasStatistic s) const { return s == BiasStatistic::magnitude ? c_magnitude : c; }
 };
 
 // Throws std::invalid_argument naming the field when a threshold is not a positive number.

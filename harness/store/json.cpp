@@ -144,7 +144,7 @@ nlohmann::json to_json(const engine::CaseResult& r) {
   for (auto s : tc.gates.bias_deciding) deciding.push_back(std::string(stats::to_string(s)));
   gates["bias"] = {{"verdict", verdict(b.verdict)}, {"axis", b.axis}, {"buckets", b.buckets},
                    {"replicates", b.replicates},
-                   {"thresholds", {{"z_star", b.thresholds.z_star}, {"z_cut", json_number(b.z_cut)}, {"s_min", b.thresholds.s_min}, {"c", b.thresholds.c}}},
+                   {"thresholds", {{"z_star", b.thresholds.z_star}, {"z_cut", json_number(b.z_cut)}, {"s_min", b.thresholds.s_min}, {"c", b.thresholds.c}, {"c_magnitude", b.thresholds.c_magnitude}}},
                    {"deciding", deciding}, {"union_bound", json_number(b.union_bound)},
                    {"rho_min", json_number(b.horizon.rho_min)}, {"T_cert", json_number(b.horizon.t_cert)},
                    {"reason", b.reason}, {"signed", to_json(b.signed_statistic)},

@@ -402,13 +402,19 @@ Calibration calibration_row(const pqxx::row& row) {
   c.created_by = row[11].c_str();
   c.created_at = row[12].c_str();
   c.details = nlohmann::json::parse(row[13].c_str());
+  const auto optional_double = [&](int i) { return row[i].is_null() ? std::nullopt : std::optional<double>(row[i].as<double>()); };
+  c.bias_c = optional_double(14);
+  c.bias_c_magnitude = optional_double(15);
+  c.previous_bias_c = optional_double(16);
+  c.previous_bias_c_magnitude = optional_double(17);
   return c;
 }
 
 const char* kCalibrationColumns =
     "SELECT c.id, e.fingerprint, c.family, c.warn_k, c.fail_k, c.previous_warn_k, c.previous_fail_k, c.rule_version, "
     " c.source_runs::text, c.positives, c.max_u, c.created_by, "
-    " to_char(c.created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"'), c.details::text "
+    " to_char(c.created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"'), c.details::text, "
+    " c.bias_c, c.bias_c_magnitude, c.previous_bias_c, c.previous_bias_c_magnitude "
     "FROM calibration c JOIN environment e ON e.id = c.environment_id ";
 
 }  // namespace
@@ -493,17 +499,26 @@ std::vector<Calibration> ResultStore::calibrations(const std::string& fingerprin
   return out;
 }
 
+namespace {
+// A nullable double as a query parameter: NULL when unset.
+Param optional_number(const std::optional<double>& v) { return v ? str(format_double(*v)) : null(); }
+}  // namespace
+
 long long ResultStore::store_calibration(const Calibration& c) {
   pqxx::work w(*conn_);
   const auto env = w.exec_params("SELECT id FROM environment WHERE fingerprint = $1", c.fingerprint);
   if (env.empty()) throw DatabaseError("environment " + c.fingerprint + " is not stored");
   const auto id = w.exec_params1(
                        "INSERT INTO calibration (environment_id, family, warn_k, fail_k, previous_warn_k, previous_fail_k, "
-                       " rule_version, source_runs, positives, max_u, created_by, details) "
-                       "VALUES ($1, $2, $3, $4, $5, $6, $7, $8::text[], $9, $10, $11, $12::jsonb) RETURNING id",
+                       " rule_version, source_runs, positives, max_u, created_by, details, bias_c, bias_c_magnitude, "
+                       " previous_bias_c, previous_bias_c_magnitude) "
+                       "VALUES ($1, $2, $3, $4, $5, $6, $7, $8::text[], $9, $10, $11, $12::jsonb, $13::double precision, "
+                       " $14::double precision, $15::double precision, $16::double precision) RETURNING id",
                        env[0][0].as<long long>(), c.family, format_double(c.warn_k), format_double(c.fail_k),
                        format_double(c.previous_warn_k), format_double(c.previous_fail_k), c.rule_version,
-                       text_array(c.source_runs), c.positives, format_double(c.max_u), c.created_by, c.details.dump())[0]
+                       text_array(c.source_runs), c.positives, format_double(c.max_u), c.created_by, c.details.dump(),
+                       optional_number(c.bias_c).c(), optional_number(c.bias_c_magnitude).c(),
+                       optional_number(c.previous_bias_c).c(), optional_number(c.previous_bias_c_magnitude).c())[0]
                       .as<long long>();
   w.commit();
   return id;

@@ -66,6 +66,8 @@ struct Calibration {
   long long id = 0;
   std::string fingerprint, family, rule_version, created_by, created_at;
   double warn_k = 2.0, fail_k = 10.0, previous_warn_k = 2.0, previous_fail_k = 10.0, max_u = 0.0;
+  // The bias gate's ULP floors (schema/004_bias_floors.sql); unset: the shipped floors.
+  std::optional<double> bias_c, bias_c_magnitude, previous_bias_c, previous_bias_c_magnitude;
   int positives = 0;
   std::vector<std::string> source_runs;
   nlohmann::json details = nlohmann::json::object();

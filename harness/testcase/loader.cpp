@@ -300,10 +300,11 @@ void read_gates(const Reader& r, const YAML::Node& node, GateSettings& g) {
     if (a["tolerance"]) g.algebra_tolerance = r.positive_number(a["tolerance"], "gates.algebra.tolerance");
   }
   if (const auto b = node["bias"]) {
-    r.check_keys(b, "gates.bias", {"z_star", "s_min", "c", "statistics"});
+    r.check_keys(b, "gates.bias", {"z_star", "s_min", "c", "c_magnitude", "statistics"});
     if (b["z_star"]) g.bias.z_star = r.positive_number(b["z_star"], "gates.bias.z_star");
     if (b["s_min"]) g.bias.s_min = r.positive_number(b["s_min"], "gates.bias.s_min");
     if (b["c"]) g.bias.c = r.positive_number(b["c"], "gates.bias.c");
+    if (b["c_magnitude"]) g.bias.c_magnitude = r.positive_number(b["c_magnitude"], "gates.bias.c_magnitude");
     if (const auto st = b["statistics"]) {
       g.bias_deciding.clear();
       const auto names = r.string_list(st, "gates.bias.statistics");

@@ -10,11 +10,12 @@ kcert::engine::CaseResult result(kcert::contract::Kind kind, Verdict alg, Verdic
   r.testcase.id = "c";
   r.testcase.kind = kind;
   r.algebra.verdict = alg;
-  r.bias.verdict = bias;
+  // Both statistics decide (the default): the gate is the worse of the two.
+  r.bias.verdict = kcert::stats::worst(bias, magnitude);
   r.bias.signed_statistic.verdict = bias;
   r.bias.magnitude_statistic.verdict = magnitude;
   r.variance.verdict = var;
-  r.verdict = kcert::stats::worst(alg, kcert::stats::worst(bias, var));
+  r.verdict = kcert::stats::worst(alg, kcert::stats::worst(r.bias.verdict, var));
   return r;
 }
 }  // namespace
@@ -35,10 +36,11 @@ TEST_CASE("falsifiability counts detections, false FAILs and false WARNs per gat
   CHECK(f.negatives == 3);
   CHECK(f.positives == 2);
   CHECK(f.algebra.detected == 1);
-  CHECK(f.bias.detected == 1);
+  CHECK(f.bias.detected == 2);  // the magnitude-only defect counts: both statistics decide
+  CHECK(f.bias_signed_only.detected == 1);
   CHECK(f.variance.detected == 1);
-  CHECK(f.combined.detected == 2);
-  CHECK(f.combined_with_magnitude.detected == 3);
+  CHECK(f.combined.detected == 3);
+  CHECK(f.combined_signed_only.detected == 2);
   CHECK(f.combined.false_fail == 1);
   CHECK(f.combined.false_warn == 1);
   CHECK(f.bias.false_warn == 1);
@@ -48,5 +50,5 @@ TEST_CASE("falsifiability counts detections, false FAILs and false WARNs per gat
   REQUIRE(f.unexpected.size() == 1);
   CHECK(f.unexpected[0] == "c: variance: expected PASS, got FAIL");
   const auto j = kcert::eval::to_json(f);
-  CHECK(j.at("gates").at("combined").at("negatives_detected") == 2);
+  CHECK(j.at("gates").at("combined").at("negatives_detected") == 3);
 }

@@ -1,4 +1,4 @@
-// Suite-level policies on plain outcomes: calibration rule kcert-cal/1, change detection
+// Suite-level policies on plain outcomes: calibration rule kcert-cal/2, change detection
 // between runs, and the nightly's exit policy.
 #include <catch2/catch.hpp>
 
@@ -18,11 +18,12 @@ ControlOutcome control(std::string id, std::string kind, std::string family, std
   o.variance_u = u;
   o.variance = variance;
   o.verdict = variance;
+  o.bias_recomputable = true;  // no significant bucket unless a test adds a frontier
   return o;
 }
 }  // namespace
 
-TEST_CASE("kcert-cal/1: warn_K = max(1, 1.5 max U of positives), fail_K = 5 warn_K", "[eval][calibration]") {
+TEST_CASE("kcert-cal/2: warn_K = max(1, 1.5 max U of positives), fail_K = 5 warn_K", "[eval][calibration]") {
   const std::vector<ControlOutcome> controls = {
       control("p1", "positive", "rmsnorm", 0.2), control("p2", "positive", "rmsnorm", 1.2),
       control("p3", "positive", "rmsnorm", 0.0), control("n1", "negative", "rmsnorm", 3.0, Verdict::warn),
@@ -52,7 +53,7 @@ TEST_CASE("kcert-cal/1: warn_K = max(1, 1.5 max U of positives), fail_K = 5 warn
   CHECK(after[3].verdict == Verdict::fail);
 }
 
-TEST_CASE("kcert-cal/1 refuses a family whose positive FAILed, and keeps +inf U a FAIL", "[eval][calibration]") {
+TEST_CASE("kcert-cal/2 refuses a family whose positive FAILed, and keeps +inf U a FAIL", "[eval][calibration]") {
   std::vector<ControlOutcome> controls = {
       control("p1", "positive", "router", 0.1), control("p2", "positive", "router", 0.1),
       control("p3", "positive", "router", 46.6, Verdict::fail), control("n1", "negative", "linear", std::nullopt, Verdict::fail),
@@ -65,6 +66,55 @@ TEST_CASE("kcert-cal/1 refuses a family whose positive FAILed, and keeps +inf U 
   CHECK(plans[0].new_warn == 1.0);  // the floor
   const auto after = kcert::eval::apply_calibration(controls, plans);
   CHECK(after[3].variance == Verdict::fail);  // U = +inf stays FAIL under any threshold
+}
+
+TEST_CASE("kcert-cal/2: bias floors from the positives' largest significant ULP effect, never above the shipped ones",
+          "[eval][calibration]") {
+  // rmsnorm: positives at 0.02 and 0.03 ULP (signed), none significant in magnitude; a
+  // negative at 0.08 ULP (effect 1.2) that the shipped floor c = 0.3 only WARNs.
+  std::vector<ControlOutcome> controls = {
+      control("p1", "positive", "rmsnorm", 0.5), control("p2", "positive", "rmsnorm", 0.5),
+      control("p3", "positive", "rmsnorm", 0.5), control("n1", "negative", "rmsnorm", 0.5),
+      control("q1", "positive", "linear", 0.5),  control("q2", "positive", "linear", 0.5),
+      control("q3", "positive", "linear", 0.5),
+  };
+  controls[0].frontier_signed = {{1.5, 0.02}};
+  controls[1].frontier_signed = {{0.8, 0.03}, {0.3, 0.01}};
+  controls[3].frontier_signed = {{1.2, 0.08}};
+  controls[3].bias = controls[3].verdict = Verdict::warn;
+  // linear: a positive at 0.24 ULP (#9's double rounding) keeps the shipped signed floor.
+  controls[4].frontier_signed = {{5.6, 0.24}};
+  controls[4].frontier_magnitude = {{2.7, 0.14}};
+  controls[4].bias = controls[4].verdict = Verdict::warn;
+  const auto plans = kcert::eval::plan_calibration(controls, {});
+  REQUIRE(plans.size() == 2);
+  const auto& lin = plans[0];
+  const auto& rms = plans[1];
+  CHECK(rms.max_ulp_signed == Approx(0.03));
+  CHECK(rms.new_c == Approx(0.05));            // 1.5 x 0.03 = 0.045, clamped up to 0.05
+  CHECK(rms.new_c_magnitude == Approx(0.05));  // nothing significant: the least floor
+  CHECK(lin.new_c == Approx(0.3));             // 1.5 x 0.24 = 0.36, capped at the shipped 0.3
+  CHECK(lin.new_c_magnitude == Approx(0.2));   // 1.5 x 0.14 = 0.21, capped at 0.2
+  CHECK(rms.used_bias.at("p2")[0].get<double>() == Approx(0.03));
+
+  const auto after = kcert::eval::apply_calibration(controls, plans);
+  CHECK(after[3].bias == Verdict::fail);  // the tighter floor catches the negative
+  CHECK(after[3].verdict == Verdict::fail);
+  CHECK(after[0].bias == Verdict::warn);  // positives stay significant-but-negligible
+  CHECK(after[0].verdict == Verdict::warn);
+  CHECK(after[4].bias == Verdict::warn);
+  // Judging needs the effect floor too: a bucket under s_min never FAILs.
+  auto weak = controls[3];
+  weak.frontier_signed = {{0.1, 5.0}};
+  CHECK(kcert::eval::bias_verdict_under(weak, 0.05, 0.05) == Verdict::warn);
+  // A statistic that does not decide is not judged.
+  weak.frontier_signed = {};
+  weak.frontier_magnitude = {{3.0, 5.0}};
+  weak.magnitude_decides = false;
+  CHECK(kcert::eval::bias_verdict_under(weak, 0.05, 0.05) == Verdict::pass);
+  // Without stored frontiers the family is refused, with the reason.
+  controls[5].bias_recomputable = false;
+  CHECK(kcert::eval::plan_calibration(controls, {})[0].refused.find("no stored bias frontier") != std::string::npos);
 }
 
 TEST_CASE("changes between runs: escapes, new false alarms and flips are alarming, U moves are not", "[eval][changes]") {

@@ -76,6 +76,15 @@ grep -q "calibration cal-1" "$work/err.txt" || fail "the run does not say which 
           WHERE r.run_id = 'after-cal' AND t.family = 'rmsnorm' AND r.calibration = 'cal-' || c.id
           AND (r.thresholds->>'warn_K')::float8 = c.warn_k AND (r.thresholds->>'fail_K')::float8 = c.fail_k") -ge 8 ]] \
   || fail "rmsnorm results do not record cal-1 and its thresholds (warn_K $warn)"
+# kcert-cal/2: the bias floors are stored with the calibration, never above the shipped ones,
+# and the next run judges the family with them.
+[[ $(sql "SELECT count(*) FROM calibration WHERE family = 'rmsnorm' AND rule_version = 'kcert-cal/2'
+          AND bias_c BETWEEN 0.05 AND 0.3 AND bias_c_magnitude BETWEEN 0.05 AND 0.2
+          AND previous_bias_c = 0.3 AND previous_bias_c_magnitude = 0.2") == 1 ]] || fail "bias floors not stored"
+[[ $(sql "SELECT count(*) FROM result r JOIN testcase t ON t.id = r.testcase_id JOIN calibration c ON c.family = t.family
+          WHERE r.run_id = 'after-cal' AND t.family = 'rmsnorm'
+          AND (r.thresholds->>'c')::float8 = c.bias_c AND (r.thresholds->>'c_magnitude')::float8 = c.bias_c_magnitude") -ge 8 ]] \
+  || fail "rmsnorm results do not use the calibrated bias floors"
 [[ $(sql "SELECT count(*) FROM result r JOIN testcase t ON t.id = r.testcase_id
           WHERE r.run_id = 'after-cal' AND t.family = 'residual_rmsnorm' AND r.calibration IS NULL") -ge 1 ]] || fail "uncalibrated family"
 
