@@ -70,13 +70,14 @@ void register_db_commands(CLI::App& app) {
   up->callback([files]() {
     auto s = connect();
     for (const auto& f : *files) {
-      std::vector<nlohmann::json> records;
+      store::SpoolContents spool;
       try {
-        records = store::read_spool(f);
+        spool = store::read_spool(f);
       } catch (const std::runtime_error& e) {
         throw InputError(e.what());
       }
-      const auto sum = store::upload(s, records);
+      if (spool.torn_tail) std::cerr << "kcert: warning: " << *spool.torn_tail << "\n";
+      const auto sum = store::upload(s, spool.records);
       std::cout << fmt::format("{}: {} run record(s), {} result(s) added, {} already present\n", f, sum.runs,
                                sum.results_added, sum.results_present);
     }

@@ -1,5 +1,7 @@
 #include "harness/store/postgres.hpp"
 
+#include "harness/store/conninfo.hpp"
+
 #include <pqxx/pqxx>
 
 #include <cmath>
@@ -91,10 +93,10 @@ std::string conninfo_from_environment() {
 
 ResultStore::ResultStore(const std::string& conninfo) {
   try {
-    conn_ = std::make_unique<Connection>(conninfo);
+    conn_ = std::make_unique<Connection>(with_default_timeouts(conninfo));
   } catch (const std::exception& e) {
-    // libpq's message names host and port but never the password.
-    std::string msg = e.what();
+    // libpq's parse errors quote the connection string, password included: redact it.
+    std::string msg = redact_password(e.what(), conninfo);
     while (!msg.empty() && (msg.back() == '\n' || msg.back() == ' ')) msg.pop_back();
     throw DatabaseError("cannot connect to the results database (" +
                         std::string(conninfo.empty() ? "libpq defaults: PG* variables / service file" : "KCERT_DB") +

@@ -106,23 +106,33 @@ void SpoolWriter::append(const nlohmann::json& record) {
   }
 }
 
-std::vector<nlohmann::json> read_spool(const std::string& path) {
-  std::ifstream in(path);
+SpoolContents read_spool(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
   if (!in) throw std::runtime_error(path + ": cannot open spool file");
-  std::vector<nlohmann::json> records;
-  std::string line;
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (in.bad()) throw std::runtime_error(path + ": cannot read spool file");
+  SpoolContents out;
   std::size_t n = 0;
-  while (std::getline(in, line)) {
+  for (std::size_t at = 0; at < text.size();) {
+    const auto nl = text.find('\n', at);
+    const bool last_unterminated = nl == std::string::npos;
+    const auto line = text.substr(at, last_unterminated ? std::string::npos : nl - at);
+    at = last_unterminated ? text.size() : nl + 1;
     ++n;
     if (line.empty()) continue;
     auto j = nlohmann::json::parse(line, nullptr, false);
-    // A torn last line (a crash mid-write) is reported, never silently dropped.
     if (j.is_discarded() || !j.is_object() || !j.contains("type")) {
+      // Each record is written whole and then fsynced; only the last one can be cut short.
+      if (last_unterminated) {
+        out.torn_tail = path + ":" + std::to_string(n) + ": torn last line (" + std::to_string(line.size()) +
+                        " bytes, no newline: a run cut short mid-write) skipped";
+        break;
+      }
       throw std::runtime_error(path + ":" + std::to_string(n) + ": not a spool record (expected one JSON object per line)");
     }
-    records.push_back(std::move(j));
+    out.records.push_back(std::move(j));
   }
-  return records;
+  return out;
 }
 
 }  // namespace kcert::store

@@ -7,6 +7,8 @@
 // {"type": "finish", ...} at the end (docs/database.md).
 #include <nlohmann/json.hpp>
 
+#include <optional>
+
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -52,7 +54,16 @@ class SpoolWriter {
   std::FILE* file_ = nullptr;
 };
 
-// Throws std::runtime_error naming the file and line of a malformed record.
-std::vector<nlohmann::json> read_spool(const std::string& path);
+struct SpoolContents {
+  std::vector<nlohmann::json> records;
+  // A last line cut short by a crash or a full disk (no final newline, not a whole JSON
+  // object): skipped, and said here ("FILE:N: torn last line ... skipped"), so the complete
+  // records before it still upload.
+  std::optional<std::string> torn_tail;
+};
+
+// Throws std::runtime_error naming the file and line of a malformed record anywhere but a
+// torn last line (a file that is not a spool must not be half uploaded).
+SpoolContents read_spool(const std::string& path);
 
 }  // namespace kcert::store

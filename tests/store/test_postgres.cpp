@@ -184,6 +184,25 @@ TEST_CASE("a server stopped mid-run loses nothing: upload restores the same rows
   CHECK(a == b);
   CHECK(count(db, "SELECT count(*) FROM run WHERE id = 'outage-run' AND status = 'finished'") == 1);
 
+  SECTION("a spool cut short mid-record still uploads its complete records") {
+    // A full disk or a crash leaves the last line torn; the records before it are whole.
+    const std::string torn = dir + "/torn.jsonl";
+    std::string text = run_command("cat " + spool).output;
+    std::ofstream(torn) << text.substr(0, text.size() - 40);  // cuts into the finish record
+    {
+      pqxx::connection c(db);
+      pqxx::work w(c);
+      w.exec("DELETE FROM run WHERE id = 'outage-run'");  // results cascade
+      w.commit();
+    }
+    const auto out = run_command("KCERT_DB=" + shell_quote(db) + " " + kcert_binary() + " upload " + torn + " 2>&1");
+    INFO(out.output);
+    CHECK(out.exit_code == 0);
+    CHECK_THAT(out.output, Catch::Contains("torn last line"));
+    CHECK_THAT(out.output, Catch::Contains("2 result(s) added"));
+    CHECK(count(db, "SELECT count(*) FROM result WHERE run_id = 'outage-run'") == 2);
+  }
+
   SECTION("a repeated upload adds nothing") {
     const auto rows = count(db, "SELECT count(*) FROM result") + count(db, "SELECT count(*) FROM bias_bucket");
     CHECK_THAT(run_kcert(db, "upload " + spool), Catch::Contains("0 result(s) added, 2 already present"));

@@ -32,7 +32,7 @@ TEST_CASE("the environment fingerprint is stable and follows identity fields onl
   CHECK(kcert::store::fingerprint_of(a.identity) == a.fingerprint);
 }
 
-TEST_CASE("a torn spool line is reported with its line number", "[store]") {
+TEST_CASE("a torn last spool line is skipped with its line number; a bad middle line stops the read", "[store]") {
   const std::string path = "/tmp/kcert-test-spool.jsonl";
   std::remove(path.c_str());
   {
@@ -40,8 +40,16 @@ TEST_CASE("a torn spool line is reported with its line number", "[store]") {
     w.append({{"type", "run"}, {"run_id", "r"}});
     w.append({{"type", "finish"}, {"run_id", "r"}});
   }
-  CHECK(kcert::store::read_spool(path).size() == 2);
+  auto read = kcert::store::read_spool(path);
+  CHECK(read.records.size() == 2);
+  CHECK_FALSE(read.torn_tail);
   std::ofstream(path, std::ios::app) << "{\"type\": \"res";  // a crash mid-write
+  read = kcert::store::read_spool(path);
+  CHECK(read.records.size() == 2);  // the complete records still upload
+  REQUIRE(read.torn_tail);
+  CHECK_THAT(*read.torn_tail, Catch::Contains(path + ":3: torn last line (13 bytes"));
+  // The same garbage followed by more records is not a torn tail: not a spool, nothing read.
+  std::ofstream(path, std::ios::app) << "\n{\"type\": \"finish\"}\n";
   CHECK_THROWS_WITH(kcert::store::read_spool(path), Catch::Contains(path + ":3: not a spool record"));
   std::remove(path.c_str());
 }
