@@ -35,15 +35,19 @@ int main(int argc, char** argv) {
   std::vector<std::string> plugins;
   app.add_option("--plugin", plugins,
                  "load a kernel plugin (.so) before anything else; repeatable; also KCERT_PLUGINS=a.so:b.so "
-                 "and a case's `plugins:` key (docs/plugins.md)");
+                 "(docs/plugins.md). A plugin runs code: it must be yours (or root's) and not group/world-writable");
+  bool allow_case_plugins = false;
+  app.add_flag("--allow-case-plugins", allow_case_plugins,
+               "let a case's `plugins:` key load libraries you did not name with --plugin (a case file is then code)");
 
   app.fallthrough();  // global options may follow the subcommand: kcert run x.yaml --threads 2
 
   kcert::kernels::Registry registry;
   kcert::kernels::register_builtin_families(registry);
   // Runs after parsing and before any subcommand's work: threads and plugins first.
-  app.parse_complete_callback([&threads, &plugins, &registry]() {
+  app.parse_complete_callback([&threads, &plugins, &registry, &allow_case_plugins]() {
     kcert::numerics::configure_intra_op_threads(threads);
+    kcert::cli::allow_case_plugins(allow_case_plugins);
     std::vector<std::string> all;
     if (const char* env = std::getenv("KCERT_PLUGINS")) {
       std::string list = env;

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <unistd.h>
 
+#include <filesystem>
 #include <iostream>
 #include <memory>
 #include <set>
@@ -18,6 +19,13 @@
 #include "harness/store/spool.hpp"
 
 namespace kcert::cli {
+
+namespace {
+bool g_case_plugins_allowed = false;
+}  // namespace
+
+void allow_case_plugins(bool allowed) { g_case_plugins_allowed = allowed; }
+bool case_plugins_allowed() { return g_case_plugins_allowed; }
 
 void load_plugins(const std::vector<std::string>& paths, kernels::Registry& registry) {
   for (const auto& p : paths) {
@@ -42,7 +50,20 @@ std::vector<contract::TestCase> load_cases(const std::vector<std::string>& paths
   } catch (const testcase::LoadError& e) {
     throw InputError(e.what());
   }
-  for (const auto& f : files) load_plugins(testcase::plugin_paths(f), registry);
+  // A case file naming a plugin would run that library's code on `kcert run x.yaml`; it loads
+  // only what the user already named (--plugin, KCERT_PLUGINS) unless they trust case files.
+  for (const auto& f : files) {
+    for (const auto& p : testcase::plugin_paths(f)) {
+      std::error_code ec;
+      const auto canonical = std::filesystem::weakly_canonical(p, ec).string();
+      if (!case_plugins_allowed() && !registry.has_plugin(canonical)) {
+        throw InputError(f + ": plugins: names " + p +
+                         ", and a case file does not load code on its own; name it yourself with --plugin " + p +
+                         " (or KCERT_PLUGINS), or pass --allow-case-plugins to trust every case's plugins (docs/plugins.md)");
+      }
+    }
+    load_plugins(testcase::plugin_paths(f), registry);
+  }
   testcase::FamilySchemas schemas;
   for (const auto& name : registry.family_names()) schemas.emplace(name, registry.family(name).schema());
   if (files.empty()) throw InputError("no test cases found (looked for *.yaml and *.yml in the given paths)");

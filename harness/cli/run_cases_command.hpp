@@ -24,4 +24,9 @@ std::vector<engine::CaseResult> run_cases(const std::vector<contract::TestCase>&
 // Loads plugins (from --plugin and KCERT_PLUGINS) and says so on stderr; throws InputError.
 void load_plugins(const std::vector<std::string>& paths, kernels::Registry& registry);
 
+// Whether a case's `plugins:` key may load a library the user did not name (--plugin,
+// KCERT_PLUGINS): off unless `--allow-case-plugins` is given. Set once by main().
+void allow_case_plugins(bool allowed);
+bool case_plugins_allowed();
+
 }  // namespace kcert::cli

@@ -1,6 +1,8 @@
 #include "harness/kernels/plugin.hpp"
 
 #include <dlfcn.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <map>
@@ -10,6 +12,29 @@ namespace kcert::kernels {
 
 int plugin_abi_version() { return KCERT_PLUGIN_ABI_VERSION; }
 
+void check_plugin_file(const std::string& canonical) {
+  // dlopen runs the library's constructors before kcert can refuse it, so whoever can write
+  // the file (or swap it in its folder) can run code as the user running kcert.
+  struct stat st{};
+  if (::stat(canonical.c_str(), &st) != 0) throw PluginError("plugin " + canonical + ": cannot stat");
+  if (!S_ISREG(st.st_mode)) throw PluginError("plugin " + canonical + ": not a regular file");
+  const auto euid = ::geteuid();
+  if (st.st_uid != euid && st.st_uid != 0) {
+    throw PluginError("plugin " + canonical + ": owned by uid " + std::to_string(st.st_uid) +
+                      ", neither you nor root; kcert loads only plugins their runner owns (chown it or copy it)");
+  }
+  if (st.st_mode & (S_IWGRP | S_IWOTH)) {
+    throw PluginError("plugin " + canonical + ": writable by " + ((st.st_mode & S_IWOTH) ? "everyone" : "its group") +
+                      "; anyone who can write it can run code as you (chmod go-w it)");
+  }
+  const auto dir = std::filesystem::path(canonical).parent_path();
+  struct stat ds{};
+  if (::stat(dir.c_str(), &ds) == 0 && (ds.st_mode & S_IWOTH) && !(ds.st_mode & S_ISVTX)) {
+    throw PluginError("plugin " + canonical + ": its folder " + dir.string() +
+                      " is writable by everyone without the sticky bit, so the file can be replaced; move the plugin");
+  }
+}
+
 LoadedPlugin load_plugin(const std::string& path, Registry& registry) {
   namespace fs = std::filesystem;
   std::error_code ec;
@@ -18,6 +43,7 @@ LoadedPlugin load_plugin(const std::string& path, Registry& registry) {
   LoadedPlugin out;
   out.path = canonical;
   if (registry.has_plugin(canonical)) return out;
+  check_plugin_file(canonical);
 
   // RTLD_LOCAL keeps two plugins' symbols apart; the handle is never closed because the
   // registered kernels' code lives in it.

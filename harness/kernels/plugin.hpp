@@ -48,6 +48,11 @@ int plugin_abi_version();
 // the registry already holds.
 LoadedPlugin load_plugin(const std::string& path, Registry& registry);
 
+// Throws PluginError unless the file at `canonical` is a regular file owned by the user
+// running kcert (or root), not writable by group or others, in a folder others cannot
+// replace it in. load_plugin checks this before dlopen (which runs the library's code).
+void check_plugin_file(const std::string& canonical);
+
 }  // namespace kcert::kernels
 
 #define KCERT_PLUGIN(NAME, VERSION)                                                         \

@@ -36,7 +36,23 @@ KCERT_PLUGINS="$PLUGIN" "$KCERT" run "$SRC/examples/plugin/cases" --expect --qui
   || fail "KCERT_PLUGINS did not load the plugin"
 mkdir -p "$WORK/cases"
 { echo "plugins: [\"$PLUGIN\"]"; cat "$SRC/examples/plugin/cases/fused_rmsnorm_ok.yaml"; } >"$WORK/cases/ok.yaml"
-"$KCERT" run "$WORK/cases/ok.yaml" --expect --quiet --brief >/dev/null || fail "a case's plugins: key did not load the plugin"
+# A case file does not load code on its own: refused before any library is opened ...
+out=$("$KCERT" run "$WORK/cases/ok.yaml" --expect --quiet --brief 2>&1) && fail "a case's plugins: key loaded code unasked"
+expect_contains "$out" "a case file does not load code on its own"
+expect_contains "$out" "--allow-case-plugins"
+# ... unless the user names the plugin, or trusts case files.
+"$KCERT" --plugin "$PLUGIN" run "$WORK/cases/ok.yaml" --expect --quiet --brief >/dev/null \
+  || fail "a case's plugins: key named by --plugin too was refused"
+"$KCERT" --allow-case-plugins run "$WORK/cases/ok.yaml" --expect --quiet --brief >/dev/null \
+  || fail "--allow-case-plugins did not let the case's plugins: key load the plugin"
+# A plugin others can write is refused before dlopen runs any of its code.
+mkdir -p "$WORK/shared" && cp "$PLUGIN" "$WORK/shared/w.so" && chmod o+w "$WORK/shared/w.so"
+out=$("$KCERT" --plugin "$WORK/shared/w.so" list 2>&1) && fail "a world-writable plugin was loaded"
+expect_contains "$out" "writable by everyone"
+chmod o-w "$WORK/shared/w.so" && chmod o+w "$WORK/shared"
+out=$("$KCERT" --plugin "$WORK/shared/w.so" list 2>&1) && fail "a plugin in a world-writable folder was loaded"
+expect_contains "$out" "without the sticky bit"
+chmod o-w "$WORK/shared"
 
 # 3. Clear errors.
 out=$("$KCERT" --plugin "$WORK/missing.so" list 2>&1) && fail "a missing plugin was accepted"
