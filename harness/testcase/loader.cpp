@@ -517,7 +517,10 @@ TestCase parse_testcase(const std::string& text, const std::string& source, cons
   YAML::Node doc = parse_yaml(text, source);
   if (!doc.IsMap()) reader.fail(doc, "(document)", "expected a mapping of test-case fields");
   TestCase tc = read_document(reader, doc, families, profile);
-  // Validate every other profile now: a typo in the CI profile must not wait for CI.
+  // Validate every other profile now: a typo in the CI profile must not wait for CI. And
+  // the base contract under a profile: a smoke run whose profile overrides a broken field
+  // would otherwise pass CI and stop the nightly at contract shapes.
+  if (!tc.profile.empty()) read_document(reader, parse_yaml(text, source), families, "");
   for (const auto& name : tc.profiles) {
     if (name == tc.profile) continue;
     read_document(reader, parse_yaml(text, source), families, name);

@@ -120,6 +120,15 @@ TEST_CASE("a typo inside a profile fails even when another profile is requested"
                     Catch::Contains("gates.replicats: unknown key"));
 }
 
+TEST_CASE("a broken base contract fails under a profile that overrides the broken field", "[loader]") {
+  // The smoke profile sets tokens: 8, so a smoke run never reads the base value; the
+  // nightly at contract shapes would stop on it. It must fail in CI too.
+  const auto broken = edit("shape: {tokens: 32, hidden: 64}", "shape: {tokens: true, hidden: 64}");
+  CHECK_THROWS_WITH(parse(broken, "smoke"), Catch::Contains("probe.shape.tokens"));
+  CHECK_THROWS_WITH(parse(broken), Catch::Contains("probe.shape.tokens"));
+  CHECK(parse(kValid, "smoke").profile == "smoke");
+}
+
 TEST_CASE("unknown families and variants list what is available", "[loader]") {
   CHECK_THROWS_WITH(parse(edit("family: rmsnorm", "family: rmsnrom")),
                     Catch::Contains("family: no family 'rmsnrom' is registered (available: activation, attention, glu, layernorm, linear, loss, moe_combine, qkv_rope, residual_rmsnorm, rmsnorm, rope, router)"));
