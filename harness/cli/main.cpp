@@ -12,6 +12,7 @@
 #include "harness/cli/run_cases_command.hpp"
 #include "harness/cli/suite_command.hpp"
 #include "harness/cli/nightly_command.hpp"
+#include "harness/store/json.hpp"
 #include "harness/cli/tail_fit_command.hpp"
 #include "harness/kernels/registry.hpp"
 #include "harness/numerics/runtime.hpp"
@@ -81,6 +82,10 @@ int main(int argc, char** argv) {
     return e.code;
   } catch (const kcert::cli::InputError& e) {
     std::cerr << "kcert: error: " << e.what() << "\n";
+    return kcert::cli::exit_input_error;
+  } catch (const kcert::store::WriteError& e) {
+    // A full disk, a read-only folder: the OS's reason, not an "internal error".
+    std::cerr << "kcert: error: cannot write " << e.what() << "\n";
     return kcert::cli::exit_input_error;
   } catch (const kcert::cli::UsageError& e) {
     std::cerr << "kcert: error: " << e.what() << "\n";

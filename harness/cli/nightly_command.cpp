@@ -10,6 +10,7 @@
 #include <memory>
 #include <regex>
 #include <set>
+#include <sstream>
 #include <tuple>
 
 #include "eval/changes.hpp"
@@ -20,6 +21,7 @@
 #include "harness/cli/run_storage.hpp"
 #include "harness/store/json.hpp"
 #include "harness/store/postgres.hpp"
+#include "harness/store/sha256.hpp"
 
 namespace kcert::cli {
 
@@ -81,9 +83,13 @@ std::vector<contract::TestCase> select(std::vector<contract::TestCase> cases, co
   return mine;
 }
 
+// A file name for a case id: unsafe characters replaced, and an id longer than 100
+// characters cut and suffixed with a hash of the whole id (a 5000-character id made the
+// CSV silently absent: names are limited to 255 bytes).
 std::string safe_name(const std::string& id) {
   std::string s;
   for (char c : id) s += (std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == '.') ? c : '_';
+  if (s.size() > 100) s = s.substr(0, 100) + "-" + store::sha256_hex(id).substr(0, 12);
   return s;
 }
 
@@ -123,7 +129,7 @@ int report(const NightlyData& d, const std::string& report_dir, bool quiet) {
   const std::filesystem::path dir(report_dir);
   std::filesystem::create_directories(dir / "tails");
   {
-    std::ofstream md(dir / "summary.md");
+    std::ostringstream md;
     md << "# kcert nightly " << d.run_id << "\n\n";
     md << "- profile: " << (d.profile.empty() ? "contract shapes" : d.profile) << "\n";
     md << "- shards: " << d.shard_count << "; results read from the " << d.source << "\n";
@@ -144,6 +150,7 @@ int report(const NightlyData& d, const std::string& report_dir, bool quiet) {
       md << "\n## Differences from the YAML expectations\n\n";
       for (const auto& u : table.unexpected) md << "- " << u << "\n";
     }
+    store::write_text_file((dir / "summary.md").string(), md.str());
   }
   nlohmann::json changes_json = nlohmann::json::array();
   for (const auto& c : changes) changes_json.push_back({{"id", c.id}, {"change", c.what}, {"alarming", c.alarming}});
@@ -160,9 +167,9 @@ int report(const NightlyData& d, const std::string& report_dir, bool quiet) {
                           {"previous", d.previous_note},
                           {"results", d.documents}});
   for (const auto& [id, sample] : d.khat) {
-    std::ofstream csv(dir / "tails" / (safe_name(id) + ".csv"));
-    csv << "replicate,khat\n";
-    for (std::size_t i = 0; i < sample.size(); ++i) csv << i << "," << fmt::format("{:.17g}", sample[i]) << "\n";
+    std::string csv = "replicate,khat\n";
+    for (std::size_t i = 0; i < sample.size(); ++i) csv += fmt::format("{},{:.17g}\n", i, sample[i]);
+    store::write_text_file((dir / "tails" / (safe_name(id) + ".csv")).string(), csv);
   }
   std::cout << "\nreport: " << std::filesystem::absolute(dir).string() << "/summary.md\n";
   for (const auto& r : reasons) std::cout << "attention: " << r << "\n";

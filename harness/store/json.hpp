@@ -25,7 +25,13 @@ nlohmann::json results_document(const std::vector<engine::CaseResult>& results, 
 // byte-identical output here.
 nlohmann::json without_runtime(nlohmann::json document);
 
-// Writes atomically (temporary file, then rename) so a crash never leaves half a file.
+// Write atomically (temporary file, fsync, rename) so a crash never leaves half a file, and
+// check every step: std::runtime_error "PATH: what: OS reason" (e.g. "No space left on device").
+class WriteError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+void write_text_file(const std::string& path, const std::string& content);  // throws WriteError
 void write_json_file(const std::string& path, const nlohmann::json& document);
 
 }  // namespace kcert::store

@@ -1,9 +1,16 @@
 #include "tests/catch_torch.hpp"
 
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <csignal>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 
 #include "harness/store/environment.hpp"
+#include "harness/store/json.hpp"
 #include "harness/store/sha256.hpp"
 #include "harness/store/spool.hpp"
 
@@ -51,5 +58,41 @@ TEST_CASE("a torn last spool line is skipped with its line number; a bad middle 
   // The same garbage followed by more records is not a torn tail: not a spool, nothing read.
   std::ofstream(path, std::ios::app) << "\n{\"type\": \"finish\"}\n";
   CHECK_THROWS_WITH(kcert::store::read_spool(path), Catch::Contains(path + ":3: not a spool record"));
+  std::remove(path.c_str());
+}
+
+TEST_CASE("a write cut short by the disk is an error naming the bytes and the OS reason, and leaves no file",
+          "[store]") {
+  // RLIMIT_FSIZE stands in for a full disk: write() fails with EFBIG at 4096 bytes, as it
+  // failed with ENOSPC when the nightly silently kept 4096 of 13,423 bytes of a tail CSV.
+  const std::string path = "/tmp/kcert-test-short-write.csv";
+  std::remove(path.c_str());
+  const pid_t child = ::fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {
+    std::signal(SIGXFSZ, SIG_IGN);
+    const rlimit limit{4096, 4096};
+    ::setrlimit(RLIMIT_FSIZE, &limit);
+    try {
+      kcert::store::write_text_file(path, std::string(13423, 'x'));
+    } catch (const kcert::store::WriteError& e) {
+      const std::string m = e.what();
+      const bool ok = m.find("write failed after 4096 of 13423 bytes: File too large") != std::string::npos;
+      std::_Exit(ok && !std::filesystem::exists(path) && !std::filesystem::exists(path + ".tmp") ? 0 : 3);
+    }
+    std::_Exit(4);  // no error: the short write went unnoticed
+  }
+  int status = 0;
+  ::waitpid(child, &status, 0);
+  REQUIRE(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 0);
+  // The OS's reason when the folder is missing.
+  CHECK_THROWS_WITH(kcert::store::write_text_file("/nonexistent-kcert-dir/x.md", "x"),
+                    Catch::Contains("/nonexistent-kcert-dir/x.md: cannot create: No such file or directory"));
+  kcert::store::write_text_file(path, "ok\n");
+  std::ifstream in(path);
+  std::string line;
+  std::getline(in, line);
+  CHECK(line == "ok");
   std::remove(path.c_str());
 }
