@@ -283,6 +283,16 @@ void read_gates(const Reader& r, const YAML::Node& node, GateSettings& g) {
     g.max_replicates = static_cast<std::uint64_t>(r.positive_integer(node["max_replicates"], "gates.max_replicates"));
   }
   if (g.replicates < 2) r.fail(node["replicates"], "gates.replicates", "expected at least 2 replicates");
+  // Resource bounds: 2^20 replicates is 128x the default R_max (8192) and hours per control;
+  // 1e9 replicates ran for an estimated 68 days.
+  constexpr std::uint64_t kMaxReplicates = std::uint64_t{1} << 20;
+  for (const char* key : {"replicates", "max_replicates"}) {
+    const auto value = std::string(key) == "replicates" ? g.replicates : g.max_replicates;
+    if (node[key] && value > kMaxReplicates) {
+      r.fail(node[key], std::string("gates.") + key,
+             "expected at most " + std::to_string(kMaxReplicates) + " (2^20), got " + std::to_string(value));
+    }
+  }
   if (g.max_replicates < g.replicates) {
     r.fail(node["max_replicates"] ? node["max_replicates"] : node, "gates.max_replicates",
            "expected at least gates.replicates = " + std::to_string(g.replicates) + ", got " + std::to_string(g.max_replicates));
@@ -335,6 +345,8 @@ void read_gates(const Reader& r, const YAML::Node& node, GateSettings& g) {
     if (v["bootstrap"]) {
       const auto b = r.integer(v["bootstrap"], "gates.variance.bootstrap");
       if (b < 0) r.fail(v["bootstrap"], "gates.variance.bootstrap", "expected an integer >= 0, got " + std::to_string(b));
+      // 1e9 refits grew to 8.7 GB; the bound's coverage needs none (docs/statistics.md).
+      if (b > 100000) r.fail(v["bootstrap"], "gates.variance.bootstrap", "expected at most 100000, got " + std::to_string(b));
       s.bootstrap = static_cast<int>(b);
     }
     if (v["bootstrap_kind"]) {

@@ -129,6 +129,15 @@ TEST_CASE("a broken base contract fails under a profile that overrides the broke
   CHECK(parse(kValid, "smoke").profile == "smoke");
 }
 
+TEST_CASE("replicate and bootstrap counts are bounded with the field named", "[loader]") {
+  CHECK_THROWS_WITH(parse(edit("gates: {replicates: 64}", "gates: {replicates: 64, max_replicates: 1000000000}"), "smoke"),
+                    Catch::Contains("gates.max_replicates: expected at most 1048576 (2^20), got 1000000000"));
+  CHECK_THROWS_WITH(parse(edit("gates: {replicates: 64}", "gates: {replicates: 2000000}"), "smoke"),
+                    Catch::Contains("gates.replicates: expected at most 1048576"));
+  CHECK_THROWS_WITH(parse(edit("gates: {replicates: 64}", "gates: {replicates: 64, variance: {bootstrap: 1000000000}}"), "smoke"),
+                    Catch::Contains("gates.variance.bootstrap: expected at most 100000"));
+}
+
 TEST_CASE("unknown families and variants list what is available", "[loader]") {
   CHECK_THROWS_WITH(parse(edit("family: rmsnorm", "family: rmsnrom")),
                     Catch::Contains("family: no family 'rmsnrom' is registered (available: activation, attention, glu, layernorm, linear, loss, moe_combine, qkv_rope, residual_rmsnorm, rmsnorm, rope, router)"));
