@@ -233,6 +233,11 @@ void register_run_command(CLI::App& app, kernels::Registry& registry) {
     print_verdict_table(std::cout, results);
     if (!o->brief) {
       for (const auto& r : results) print_case_details(std::cout, r);
+    } else {
+      // The table only says ERROR; the reason must not need a second run without --brief.
+      for (const auto& r : results) {
+        if (!r.error.empty()) std::cout << r.testcase.id << ": ERROR: " << r.error << "\n";
+      }
     }
     if (harness_error) throw ExitWith(exit_input_error);
     bool finding = false;

@@ -1,5 +1,7 @@
 #include "harness/cli/run_storage.hpp"
 
+#include "harness/cli/exit_codes.hpp"
+
 #include <iostream>
 
 namespace kcert::cli {
@@ -18,7 +20,11 @@ RunStorage::RunStorage(const StorageOptions& o) : wanted_db_(o.db) {
   run_->environment = store::detect_environment();
   const std::string suffix = o.shard_count > 1 ? "-shard" + std::to_string(o.shard_index + 1) : "";
   const std::string path = o.spool.empty() ? ".kcert/spool/" + run_->run_id + suffix + ".jsonl" : o.spool;
-  spool_ = std::make_unique<store::SpoolWriter>(path);
+  try {
+    spool_ = std::make_unique<store::SpoolWriter>(path);
+  } catch (const std::runtime_error& e) {
+    throw InputError(e.what());  // before any control ran: nothing to lose
+  }
   run_record_ = store::run_record(*run_);
   spool_->append(run_record_);
   std::cerr << "kcert: run " << run_->run_id

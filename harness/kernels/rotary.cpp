@@ -34,10 +34,15 @@ const std::vector<ParamSpec> kPositionParams = {
 std::optional<FieldError> check_rotary(const ProbeContract& probe) {
   const auto dim = probe.params.integer("shape.head_dim");
   if (dim % 2 != 0) return FieldError{"probe.shape.head_dim", "expected an even head dimension, got " + std::to_string(dim)};
-  const auto last = probe.params.integer("positions.start") +
-                    probe.params.integer("positions.stride") * (probe.params.integer("shape.tokens") - 1);
-  if (last >= (std::int64_t{1} << 24)) {
-    return FieldError{"probe.positions.stride", "positions reach " + std::to_string(last) + ", beyond 2^24 (not exact in fp32)"};
+  // Checked arithmetic: stride · (tokens - 1) can wrap int64 (a huge stride made the bound
+  // negative and passed, with undefined behaviour on the way).
+  std::int64_t span = 0, last = 0;
+  const bool wrapped =
+      __builtin_mul_overflow(probe.params.integer("positions.stride"), probe.params.integer("shape.tokens") - 1, &span) ||
+      __builtin_add_overflow(probe.params.integer("positions.start"), span, &last);
+  if (wrapped || last >= (std::int64_t{1} << 24)) {
+    return FieldError{"probe.positions.stride", "positions reach " + (wrapped ? std::string("beyond 2^63") : std::to_string(last)) +
+                                                    ", beyond 2^24 (not exact in fp32)"};
   }
   return std::nullopt;
 }

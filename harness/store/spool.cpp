@@ -1,6 +1,10 @@
 #include "harness/store/spool.hpp"
 
+#include <sys/file.h>
 #include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
 
 #include <chrono>
 #include <ctime>
@@ -91,7 +95,17 @@ SpoolWriter::SpoolWriter(const std::string& path) : path_(path) {
   const auto parent = std::filesystem::path(path).parent_path();
   if (!parent.empty()) std::filesystem::create_directories(parent);
   file_ = std::fopen(path.c_str(), "a");
-  if (!file_) throw std::runtime_error(path + ": cannot open spool file for writing");
+  if (!file_) throw std::runtime_error(path + ": cannot open spool file for writing: " + std::strerror(errno));
+  // One writer per spool (each shard has its own file): two runs started with one run id
+  // used to interleave their records in it and both exit 0. The lock dies with the process.
+  if (::flock(::fileno(file_), LOCK_EX | LOCK_NB) != 0) {
+    const bool busy = errno == EWOULDBLOCK;
+    std::fclose(file_);
+    file_ = nullptr;
+    throw std::runtime_error(path + (busy ? ": in use by another kcert process (same run id and shard?); "
+                                            "give this run its own --run-id"
+                                          : std::string(": cannot lock spool file: ") + std::strerror(errno)));
+  }
 }
 
 SpoolWriter::~SpoolWriter() {

@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <fstream>
 #include <set>
+#include <map>
 #include <sstream>
 
 #include "harness/testcase/loader.hpp"
@@ -512,13 +513,53 @@ TestCase read_document(const Reader& r, YAML::Node doc, const FamilySchemas& fam
   return tc;
 }
 
-YAML::Node parse_yaml(const std::string& text, const std::string& source) {
-  try {
-    return YAML::Load(text);
-  } catch (const YAML::ParserException& e) {
-    throw LoadError(source + ":" + std::to_string(e.mark.line + 1) + ":" + std::to_string(e.mark.column + 1) +
-                    ": YAML syntax error: " + e.msg);
+std::string position(const std::string& source, const YAML::Mark& m) {
+  return source + ":" + std::to_string(m.line + 1) + ":" + std::to_string(m.column + 1);
+}
+
+// yaml-cpp keeps the first of two equal keys and converts any key to a string on request:
+// a duplicated `replicates:` silently lost the second value, and a list used as a key
+// ended in "internal error ... bad conversion" with no file name. Both are errors here,
+// with the position and the dotted path.
+void check_keys_are_unique_strings(const YAML::Node& node, const std::string& source, const std::string& path) {
+  if (node.IsSequence()) {
+    for (std::size_t i = 0; i < node.size(); ++i) {
+      check_keys_are_unique_strings(node[i], source, path + "[" + std::to_string(i) + "]");
+    }
+    return;
   }
+  if (!node.IsMap()) return;
+  std::map<std::string, YAML::Mark> seen;
+  for (const auto& kv : node) {
+    if (!kv.first.IsScalar()) {
+      throw LoadError(position(source, kv.first.Mark()) + ": " + (path.empty() ? "(document)" : path) +
+                      ": keys must be plain strings, got a " + (kv.first.IsMap() ? "mapping" : "sequence"));
+    }
+    const auto key = kv.first.Scalar();
+    const auto field = path.empty() ? key : path + "." + key;
+    if (const auto it = seen.find(key); it != seen.end()) {
+      throw LoadError(position(source, kv.first.Mark()) + ": " + field + ": duplicate key (first at line " +
+                      std::to_string(it->second.line + 1) + "); YAML keeps only one of them");
+    }
+    seen.emplace(key, kv.first.Mark());
+    check_keys_are_unique_strings(kv.second, source, field);
+  }
+}
+
+YAML::Node parse_yaml(const std::string& text, const std::string& source) {
+  std::vector<YAML::Node> docs;
+  try {
+    docs = YAML::LoadAll(text);
+  } catch (const YAML::ParserException& e) {
+    throw LoadError(position(source, e.mark) + ": YAML syntax error: " + e.msg);
+  }
+  if (docs.empty()) return YAML::Node();
+  if (docs.size() > 1) {
+    throw LoadError(position(source, docs[1].Mark()) +
+                    ": a second YAML document (after ---) would be ignored: one test case per file");
+  }
+  check_keys_are_unique_strings(docs[0], source, "");
+  return docs[0];
 }
 
 }  // namespace

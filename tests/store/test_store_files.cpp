@@ -96,3 +96,17 @@ TEST_CASE("a write cut short by the disk is an error naming the bytes and the OS
   CHECK(line == "ok");
   std::remove(path.c_str());
 }
+
+TEST_CASE("a spool has one writer: a second one on the same file is refused with the reason", "[store]") {
+  const std::string path = "/tmp/kcert-test-spool-lock.jsonl";
+  std::remove(path.c_str());
+  {
+    kcert::store::SpoolWriter first(path);
+    CHECK_THROWS_WITH(kcert::store::SpoolWriter(path), Catch::Contains("in use by another kcert process"));
+    first.append({{"type", "run"}, {"run_id", "r"}});
+  }
+  kcert::store::SpoolWriter again(path);  // released when the first closed
+  again.append({{"type", "finish"}, {"run_id", "r"}});
+  CHECK(kcert::store::read_spool(path).records.size() == 2);
+  std::remove(path.c_str());
+}

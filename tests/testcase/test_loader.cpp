@@ -138,6 +138,37 @@ TEST_CASE("replicate and bootstrap counts are bounded with the field named", "[l
                     Catch::Contains("gates.variance.bootstrap: expected at most 100000"));
 }
 
+TEST_CASE("a RoPE position stride that would wrap int64 is refused, not wrapped", "[loader]") {
+  const std::string rope = R"(schema: 1
+id: rope_stride
+kind: positive
+family: rope
+mechanism: a sentence
+references: [https://example.org/1]
+reference: {variant: neox_fp32}
+production: {variant: neox_fp32}
+probe:
+  dtype: bf16
+  seed: 7
+  shape: {tokens: 4, heads: 2, head_dim: 8}
+  positions: {start: 1, stride: STRIDE}
+)";
+  const auto with = [&](const std::string& stride) {
+    auto text = rope;
+    return text.replace(text.find("STRIDE"), 6, stride);
+  };
+  CHECK_THROWS_WITH(parse(with("4611686018427387904")), Catch::Contains("probe.positions.stride: positions reach beyond 2^63"));
+  CHECK_THROWS_WITH(parse(with("6000000")), Catch::Contains("positions reach 18000001, beyond 2^24"));
+  CHECK(parse(with("1000")).id == "rope_stride");
+}
+
+TEST_CASE("duplicate keys, non-string keys and a second document are errors with a position", "[loader]") {
+  CHECK_THROWS_WITH(parse(edit("  seed: 7\n", "  seed: 7\n  seed: 8\n")),
+                    Catch::Contains("case.yaml:12:3: probe.seed: duplicate key (first at line 11)"));
+  CHECK_THROWS_WITH(parse(edit("  seed: 7\n", "  [a, b]: 7\n")), Catch::Contains("probe: keys must be plain strings, got a sequence"));
+  CHECK_THROWS_WITH(parse(kValid + "---\nid: other\n"), Catch::Contains("a second YAML document (after ---) would be ignored"));
+}
+
 TEST_CASE("unknown families and variants list what is available", "[loader]") {
   CHECK_THROWS_WITH(parse(edit("family: rmsnorm", "family: rmsnrom")),
                     Catch::Contains("family: no family 'rmsnrom' is registered (available: activation, attention, glu, layernorm, linear, loss, moe_combine, qkv_rope, residual_rmsnorm, rmsnorm, rope, router)"));
