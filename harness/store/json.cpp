@@ -186,6 +186,10 @@ nlohmann::json to_json(const engine::CaseResult& r) {
   } else {
     gates["variance"]["selection"] = nullptr;
   }
+  // A case the harness could not finish has no gate verdicts: say ERROR, not the defaults.
+  if (!r.error.empty()) {
+    for (const char* g : {"algebra", "bias", "variance"}) gates[g]["verdict"] = "ERROR";
+  }
   j["gates"] = gates;
   if (r.nonfinite) {
     j["nonfinite"] = {{"side", r.nonfinite->side}, {"value", r.nonfinite->value}, {"where", to_json(r.nonfinite->where)}};

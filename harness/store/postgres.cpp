@@ -193,11 +193,13 @@ bool ResultStore::store_result(const nlohmann::json& run, const nlohmann::json& 
 
   const std::string kind = tc.at("kind");
   const std::string verdict = need(r, "verdict");
-  const std::string va = gates.at("algebra").at("verdict"), vb = gates.at("bias").at("verdict"),
-                    vv = gates.at("variance").at("verdict");
+  const bool error = verdict == "ERROR";
+  // An ERROR row ran no gate to its end: its gate columns say ERROR (they used to read PASS,
+  // from documents written before the gates said so themselves).
+  const auto gate_verdict = [&](const char* g) { return error ? std::string("ERROR") : gates.at(g).at("verdict").get<std::string>(); };
+  const std::string va = gate_verdict("algebra"), vb = gate_verdict("bias"), vv = gate_verdict("variance");
   const bool any_warn_or_fail = va != "PASS" || vb != "PASS" || vv != "PASS";
   const bool any_fail = va == "FAIL" || vb == "FAIL" || vv == "FAIL";
-  const bool error = verdict == "ERROR";
   const Param detected = (kind == "negative" && !error) ? str(any_warn_or_fail ? "true" : "false") : null();
   const Param false_alarm = (kind == "positive" && !error) ? str(any_fail ? "true" : "false") : null();
   double max_z = 0.0;

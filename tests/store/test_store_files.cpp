@@ -110,3 +110,19 @@ TEST_CASE("a spool has one writer: a second one on the same file is refused with
   CHECK(kcert::store::read_spool(path).records.size() == 2);
   std::remove(path.c_str());
 }
+
+TEST_CASE("a result the harness could not finish says ERROR for every gate, not the defaults", "[store]") {
+  kcert::engine::CaseResult r;
+  r.testcase.id = "broken";
+  r.error = "production variant 'x' returned Float, expected BFloat16";
+  const auto j = kcert::store::to_json(r);
+  CHECK(j.at("verdict") == "ERROR");
+  CHECK(j.at("error") == r.error);
+  for (const char* g : {"algebra", "bias", "variance"}) {
+    INFO(g);
+    CHECK(j.at("gates").at(g).at("verdict") == "ERROR");
+  }
+  kcert::engine::CaseResult ok;
+  ok.testcase.id = "fine";
+  CHECK(kcert::store::to_json(ok).at("gates").at("bias").at("verdict") == "PASS");
+}
