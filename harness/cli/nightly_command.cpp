@@ -236,7 +236,9 @@ void register_nightly_command(CLI::App& app, kernels::Registry& registry) {
       "Exit status: 0 every control behaved as expected; 1 a control's verdicts differ from its\n"
       "YAML expectation (a negative escaped, a positive FAILed), or a negative escaped, a\n"
       "positive newly FAILed or a verdict flipped since the last run; 2 a harness or input error\n"
-      "(incl. an incomplete run at --finish).");
+      "(incl. an incomplete run at --finish), or a database that was wanted (no --no-db) and\n"
+      "unavailable, so nothing was stored or compared (the spool keeps every result for\n"
+      "`kcert upload`).");
   cmd->add_option("dirs", o->paths, "control folders or files")->capture_default_str();
   cmd->add_option("--profile", o->profile, "apply each control's profiles.<name> (e.g. smoke)");
   cmd->add_option("--filter", o->filters, "regular expression on control id or family (repeatable; any match)")
@@ -363,6 +365,13 @@ void register_nightly_command(CLI::App& app, kernels::Registry& registry) {
     }
     const int code = report(d, dir, o->quiet);
     if (code != exit_ok) throw ExitWith(code);
+    if (!o->no_db) {
+      // A nightly that stored nothing and compared nothing must not look like a good night.
+      std::cout << "attention: the database was unavailable: nothing stored, nothing compared with the last run; "
+                   "upload later with: kcert upload "
+                << storage.spool_path() << "\n";
+      throw ExitWith(exit_input_error);
+    }
   });
 }
 

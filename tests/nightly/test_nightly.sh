@@ -101,9 +101,12 @@ mkdir -p malformed && printf 'schema: 1\nid: [unclosed\n' > malformed/x.yaml
 expect_status 2 "$kcert" nightly malformed
 expect_status 2 "$kcert" nightly "${cases[@]}" --shard 3/2 --run-id x
 
-# 7. Database outage: results stay in the spool, the report is written, exit 0.
-KCERT_DB="host=$work/nowhere dbname=kcert" expect_status 0 "$kcert" nightly "${cases[@]}" --report outage --quiet
+# 7. Database outage: results stay in the spool, the report is written, and the exit status
+# says the night stored and compared nothing (2); --no-db, asked for, is a normal night (0).
+KCERT_DB="host=$work/nowhere dbname=kcert" expect_status 2 "$kcert" nightly "${cases[@]}" --report outage --quiet
 grep -q "results read from the spool" outage/summary.md || fail "outage report"
 grep -q "kcert upload" "$work/err.txt" || fail "outage must say how to upload later"
+grep -q "attention: the database was unavailable: nothing stored" "$work/out.txt" || fail "outage must say nothing was stored"
+KCERT_DB="host=$work/nowhere dbname=kcert" expect_status 0 "$kcert" nightly "${cases[@]}" --no-db --report no-db --quiet
 
 echo "nightly tests passed"
