@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <charconv>
 #include <cmath>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <set>
@@ -21,6 +22,13 @@ using contract::Kind;
 
 
 namespace {
+
+// A number as %g ("256", "7.68e+03").
+std::string fmt_g(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g", v);
+  return buf;
+}
 
 using kernels::ParamSpec;
 using kernels::ParamType;
@@ -375,6 +383,14 @@ void read_probe(const Reader& r, const YAML::Node& node, const kernels::FamilySc
   p.seed = static_cast<std::uint64_t>(seed);
   if (node["shift"]) p.shift = r.number(node["shift"], "probe.shift");
   if (node["scale"]) p.scale = r.positive_number(node["scale"], "probe.scale");
+  // A shift so large that N(shift, scale²) rounds to a handful of W values is a degenerate
+  // probe: shift 1e30 made N1 PASS every gate. At |shift| >= 2^p · scale (p the W
+  // significand bits: 256 for bf16) one W spacing at the shift exceeds the spread.
+  if (const double limit = std::ldexp(p.scale, stats::traits(p.dtype).precision); std::fabs(p.shift) >= limit) {
+    r.fail(node["shift"], "probe.shift",
+           "expected |shift| < 2^" + std::to_string(stats::traits(p.dtype).precision) + " x scale = " + fmt_g(limit) +
+               " for " + std::string(stats::traits(p.dtype).name) + ": the inputs would round to a few values around the shift");
+  }
   if (const auto o = node["outliers"]) {
     r.check_keys(o, "probe.outliers", {"count", "magnitude"});
     if (o["count"]) {

@@ -169,6 +169,12 @@ TEST_CASE("duplicate keys, non-string keys and a second document are errors with
   CHECK_THROWS_WITH(parse(kValid + "---\nid: other\n"), Catch::Contains("a second YAML document (after ---) would be ignored"));
 }
 
+TEST_CASE("a probe shift that swamps the spread in W is refused", "[loader]") {
+  CHECK_THROWS_WITH(parse(edit("  seed: 7\n", "  seed: 7\n  shift: 1.0e30\n")),
+                    Catch::Contains("probe.shift: expected |shift| < 2^8 x scale = 256 for bf16"));
+  CHECK(parse(edit("  seed: 7\n", "  seed: 7\n  shift: 16\n")).probe.shift == 16.0);
+}
+
 TEST_CASE("unknown families and variants list what is available", "[loader]") {
   CHECK_THROWS_WITH(parse(edit("family: rmsnorm", "family: rmsnrom")),
                     Catch::Contains("family: no family 'rmsnrom' is registered (available: activation, attention, glu, layernorm, linear, loss, moe_combine, qkv_rope, residual_rmsnorm, rmsnorm, rope, router)"));
