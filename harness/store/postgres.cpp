@@ -135,6 +135,13 @@ std::vector<MigrationState> ResultStore::migration_status() {
   return out;
 }
 
+namespace {
+std::string first_line(const std::string& s) {
+  const auto nl = s.find('\n');
+  return nl == std::string::npos ? s : s.substr(0, nl);
+}
+}  // namespace
+
 int ResultStore::migrate() {
   ensure_migration_table(*conn_);
   int applied = 0;
@@ -143,7 +150,17 @@ int ResultStore::migrate() {
     // Two migrators at once: the second waits here, then sees the version applied.
     w.exec("SELECT pg_advisory_xact_lock(7165432101)");
     if (!w.exec_params("SELECT 1 FROM kcert_migration WHERE version = $1", m.version).empty()) continue;
-    w.exec0(m.sql);
+    try {
+      w.exec0(m.sql);
+    } catch (const pqxx::insufficient_privilege& e) {
+      // 002_roles creates the group roles kcert_reader / kcert_writer (cluster-wide objects):
+      // the server's "permission denied to create role" does not say what to do.
+      throw DatabaseError("migration " + std::string(m.name) + " needs more privilege than " + describe() +
+                          " has: " + first_line(e.what()) +
+                          ". Run `kcert db migrate` once as a role with CREATEROLE (it creates the group roles "
+                          "kcert_reader and kcert_writer) and owning the database, e.g. the database owner or "
+                          "postgres; later runs need only kcert_writer (docs/database.md)");
+    }
     w.exec_params("INSERT INTO kcert_migration (version, name, checksum) VALUES ($1, $2, $3)", m.version, m.name,
                   m.checksum);
     w.commit();
