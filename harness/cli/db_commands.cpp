@@ -60,6 +60,28 @@ void register_db_commands(CLI::App& app) {
     for (const auto& m : s.migration_status()) {
       std::cout << fmt::format("  {:03}  {:<24} {}\n", m.version, m.name, m.applied ? "applied " + m.applied_at : "PENDING");
     }
+    // A run killed mid-way stays `running` forever unless someone closes it.
+    const auto open = s.unfinished_runs();
+    std::cout << fmt::format("runs still marked running: {}\n", open.size());
+    for (const auto& r : open) {
+      std::cout << fmt::format("  {}  started {}  profile {}  shards reported {}/{}  (close it: kcert db abandon {}, or "
+                               "kcert nightly --finish {} once every shard has reported)\n",
+                               r.run_id, r.started_at, r.profile.empty() ? "contract" : r.profile, r.shards_finished.size(),
+                               r.shard_count, r.run_id, r.run_id);
+    }
+  });
+  auto abandon_id = std::make_shared<std::string>();
+  auto* abandon = db->add_subcommand("abandon", "Mark a run that will never finish (killed, interrupted) as aborted");
+  abandon->footer("Its stored results stay and remain queryable; the run no longer reads `running`.\n"
+                  "Example: kcert db status; kcert db abandon 20261130T220301Z-1a2b3c4d");
+  abandon->add_option("run", *abandon_id, "run id")->required();
+  abandon->callback([abandon_id]() {
+    auto s = connect();
+    const auto summary = s.run_summary(*abandon_id);
+    if (!summary) throw InputError("run " + *abandon_id + " is not in the database " + s.describe());
+    if (!s.abandon_run(*abandon_id)) throw InputError("run " + *abandon_id + " is " + summary->status + ", not running");
+    std::cout << fmt::format("run {} marked aborted ({} of {} shard(s) had reported)\n", *abandon_id,
+                             summary->shards_finished.size(), summary->shard_count);
   });
 
   auto files = std::make_shared<std::vector<std::string>>();

@@ -440,6 +440,29 @@ const char* kCalibrationColumns =
 
 }  // namespace
 
+std::vector<RunSummary> ResultStore::unfinished_runs() {
+  std::vector<std::string> ids;
+  {
+    pqxx::work w(*conn_);
+    for (const auto& row : w.exec("SELECT id FROM run WHERE status = 'running' ORDER BY started_at, id")) {
+      ids.emplace_back(row[0].c_str());
+    }
+  }
+  std::vector<RunSummary> out;
+  for (const auto& id : ids) {
+    if (auto s = run_summary(id)) out.push_back(std::move(*s));
+  }
+  return out;
+}
+
+bool ResultStore::abandon_run(const std::string& run_id) {
+  pqxx::work w(*conn_);
+  const auto r = w.exec_params("UPDATE run SET status = 'aborted', finished_at = now() WHERE id = $1 AND status = 'running'",
+                               run_id);
+  w.commit();
+  return r.affected_rows() == 1;
+}
+
 std::optional<RunSummary> ResultStore::run_summary(const std::string& run_id) {
   pqxx::work w(*conn_);
   const auto r = w.exec_params(

@@ -97,6 +97,10 @@ class ResultStore {
   std::vector<HistoryRow> history(const HistoryQuery& query);
 
   std::optional<RunSummary> run_summary(const std::string& run_id);
+  // Runs still marked `running` (a killed or interrupted run stays so), oldest first.
+  std::vector<RunSummary> unfinished_runs();
+  // Marks a running run `aborted` (its stored results stay); false when it is not running.
+  bool abandon_run(const std::string& run_id);
   std::vector<StoredResult> run_results(const std::string& run_id);
   // For every case of the run: its latest result in the same environment from an earlier
   // finished run of the same profile (what "since the last run" compares against).

@@ -59,6 +59,16 @@ grep -q "shard(s) 2, 3 of 3 have not reported" "$work/err.txt" || fail "missing 
 expect_status 2 "$kcert" nightly "${cases[@]}" --shard 1/3 --run-id partial --quiet
 grep -q "shard 1/3 of run partial has already reported" "$work/err.txt" || fail "a repeated shard"
 
+# 3b. A run left running (the split run above has one shard of two) is listed by db status
+# and closed by db abandon; abandoning it twice is refused.
+"$kcert" nightly "${cases[@]}" --shard 1/2 --run-id leftover --report leftover --quiet >/dev/null 2>&1 || true
+expect_status 0 "$kcert" db status
+grep -q "leftover .*shards reported 1/2" "$work/out.txt" || fail "db status does not list the run left running"
+expect_status 0 "$kcert" db abandon leftover
+[[ $(sql "SELECT status FROM run WHERE id = 'leftover'") == aborted ]] || fail "db abandon did not mark the run aborted"
+expect_status 2 "$kcert" db abandon leftover
+grep -q "is aborted, not running" "$work/err.txt" || fail "a second abandon must say why"
+
 # 4. Calibration: rmsnorm has three positives (calibrated), residual_rmsnorm one (refused).
 expect_status 0 "$kcert" calibrate --profile smoke
 grep -q "rmsnorm .* calibrated" "$work/out.txt" || fail "rmsnorm should be calibrated"
