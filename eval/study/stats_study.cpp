@@ -312,15 +312,18 @@ int selection_study(const SelectionOptions& o) {
   std::mt19937_64 rng(o.seed);
   const auto Ds = parse_list(o.decisions);
   bool ok = true;
+  // A Markdown header: the leading columns, then one column per decision count D.
+  const auto header = [&](const std::vector<std::string>& leading) {
+    std::string names = "|", rule = "|";
+    for (const auto& l : leading) names += " " + l + " |", rule += "---|";
+    for (double D : Ds) names += fmt::format(" D = {:g} |", D), rule += "---|";
+    std::cout << names << "\n" << rule << "\n";
+  };
   std::cout << fmt::format(
       "Null rate: both sides flip at {:g} per decision, {:g} of the reference's flips shared; the rate at which the\n"
       "one-sided exact McNemar test (p < Φ(-z*)) calls production worse, {} runs per cell (95 % Wilson interval).\n\n",
       o.p_ref, o.shared, o.samples);
-  std::cout << "| z* | level Φ(-z*) |";
-  for (double D : Ds) std::cout << fmt::format(" D = {:g} |", D);
-  std::cout << "\n|---|---|";
-  for (std::size_t i = 0; i < Ds.size(); ++i) std::cout << "---|";
-  std::cout << "\n";
+  header({"z*", "level Φ(-z*)"});
   for (double z : parse_list(o.levels)) {
     const double level = 0.5 * std::erfc(z / std::sqrt(2.0));
     std::cout << fmt::format("| {:g} | {:.2e} |", z, level);
@@ -340,11 +343,7 @@ int selection_study(const SelectionOptions& o) {
       "\nPower at the gate's z* = {:g} (warn_K {:g}, fail_K {:g} on the flip-rate ratio): P(WARN or FAIL) / P(FAIL) when\n"
       "production flips `ratio` times as often as the reference ({:g} per decision), {} runs per cell.\n\n",
       vs.selection_z, vs.warn_k, vs.fail_k, o.p_ref, std::max(1, o.samples / 10));
-  std::cout << "| ratio |";
-  for (double D : Ds) std::cout << fmt::format(" D = {:g} |", D);
-  std::cout << "\n|---|";
-  for (std::size_t i = 0; i < Ds.size(); ++i) std::cout << "---|";
-  std::cout << "\n";
+  header({"ratio"});
   for (double ratio : parse_list(o.ratios)) {
     std::cout << fmt::format("| {:g} |", ratio);
     for (double D : Ds) {

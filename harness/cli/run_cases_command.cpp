@@ -53,7 +53,8 @@ std::vector<contract::TestCase> load_cases(const std::vector<std::string>& paths
   // A case file naming a plugin would run that library's code on `kcert run x.yaml`; it loads
   // only what the user already named (--plugin, KCERT_PLUGINS) unless they trust case files.
   for (const auto& f : files) {
-    for (const auto& p : testcase::plugin_paths(f)) {
+    const auto plugins = testcase::plugin_paths(f);
+    for (const auto& p : plugins) {
       std::error_code ec;
       const auto canonical = std::filesystem::weakly_canonical(p, ec).string();
       if (!case_plugins_allowed() && !registry.has_plugin(canonical)) {
@@ -62,7 +63,7 @@ std::vector<contract::TestCase> load_cases(const std::vector<std::string>& paths
                          " (or KCERT_PLUGINS), or pass --allow-case-plugins to trust every case's plugins (docs/plugins.md)");
       }
     }
-    load_plugins(testcase::plugin_paths(f), registry);
+    load_plugins(plugins, registry);
   }
   testcase::FamilySchemas schemas;
   for (const auto& name : registry.family_names()) schemas.emplace(name, registry.family(name).schema());

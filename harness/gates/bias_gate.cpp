@@ -1,8 +1,9 @@
 #include "harness/gates/bias_gate.hpp"
 
+#include "harness/stats/format.hpp"
+
 #include <algorithm>
 #include <cmath>
-#include <cstdio>
 #include <stdexcept>
 
 
@@ -122,10 +123,8 @@ BiasResult BiasAccumulator::decide(const stats::BiasThresholds& thresholds,
   r.reason = "of " + std::to_string(r.buckets) + " " + axis + " buckets:";
   for (const auto* s : {&r.signed_statistic, &r.magnitude_statistic}) {
     if (!s->deciding) continue;
-    char z[32];
-    std::snprintf(z, sizeof z, "%.4g", s->max_abs_z);
     r.reason += std::string(r.reason.back() == ':' ? " " : "; ") + std::string(stats::to_string(s->statistic)) + " " +
-                std::to_string(s->fail_buckets) + " FAIL / " + std::to_string(s->warn_buckets) + " WARN (max |z| " + z + ")";
+                std::to_string(s->fail_buckets) + " FAIL / " + std::to_string(s->warn_buckets) + " WARN (max |z| " + stats::format_number(s->max_abs_z) + ")";
   }
   return r;
 }

@@ -88,13 +88,13 @@ SideOracles resolve_near_ties(const torch::Tensor& ref, const torch::Tensor& pro
   const auto flipped = [](const torch::Tensor& side, const torch::Tensor& o) { return ((side != 0) != (o != 0)).any(-1); };
   const auto batch = ref.size(0);
   const auto fp = flipped(prod, out.prod).reshape({batch, -1}), fr = flipped(ref, out.ref).reshape({batch, -1});
-  const auto sum = [](const torch::Tensor& t) { return t.sum(1).to(torch::kInt64).contiguous(); };
-  const auto ties = sum(near.reshape({batch, -1})), nfp = sum(fp), nfr = sum(fr);
-  const auto only_p = sum(fp & fr.logical_not()), only_r = sum(fr & fp.logical_not());
-  for (std::int64_t b = 0; b < batch; ++b) {
-    out.counts.push_back({fp.size(1), ties[b].item<std::int64_t>(), nfp[b].item<std::int64_t>(),
-                          nfr[b].item<std::int64_t>(), only_p[b].item<std::int64_t>(), only_r[b].item<std::int64_t>()});
-  }
+  // Per replicate: near ties, flips per side, discordant flips per side, as one [B, 5] table.
+  const auto counts = torch::stack({near.reshape({batch, -1}), fp, fr, fp & fr.logical_not(), fr & fp.logical_not()}, 1)
+                          .sum(2)
+                          .to(torch::kInt64)
+                          .contiguous();
+  const auto* c = counts.data_ptr<std::int64_t>();
+  for (std::int64_t b = 0; b < batch; ++b, c += 5) out.counts.push_back({fp.size(1), c[0], c[1], c[2], c[3], c[4]});
   return out;
 }
 

@@ -1,5 +1,7 @@
 #include "harness/stats/selection.hpp"
 
+#include "harness/stats/format.hpp"
+
 #include <algorithm>
 #include <boost/math/special_functions/beta.hpp>
 #include <cmath>
@@ -24,14 +26,6 @@ double binomial_half_upper_tail(std::int64_t k, std::int64_t n) {
   return boost::math::ibeta(static_cast<double>(k), static_cast<double>(n - k + 1), 0.5);
 }
 
-namespace {
-std::string number(double v) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.3g", v);
-  return buf;
-}
-}  // namespace
-
 SelectionTest test_selection_flips(const SelectionCounts& counts, double z_star, double warn_k, double fail_k) {
   SelectionTest t;
   t.counts = counts;
@@ -45,8 +39,8 @@ SelectionTest test_selection_flips(const SelectionCounts& counts, double z_star,
                                     : Verdict::pass;
   t.reason = "selection flips: production " + std::to_string(counts.flips_prod) + ", reference " +
              std::to_string(counts.flips_ref) + " of " + std::to_string(counts.decisions) + " decisions (" +
-             std::to_string(counts.near_ties) + " near ties accepted either way); ratio " + number(t.ratio) +
-             ", one-sided p " + number(t.p_value) + (t.significant ? " < " : " >= ") + number(t.p_cut);
+             std::to_string(counts.near_ties) + " near ties accepted either way); ratio " + format_number(t.ratio) +
+             ", one-sided p " + format_number(t.p_value) + (t.significant ? " < " : " >= ") + format_number(t.p_cut);
   return t;
 }
 

@@ -1,5 +1,7 @@
 #include "harness/stats/tail.hpp"
 
+#include "harness/stats/format.hpp"
+
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -103,13 +105,6 @@ double sample_sd(const std::vector<double>& v) {
   double ss = 0.0;
   for (double x : v) ss += (x - mean) * (x - mean);
   return std::sqrt(ss / static_cast<double>(v.size() - 1));
-}
-
-std::string format_number(double v) {
-  std::ostringstream os;
-  os.precision(4);
-  os << v;
-  return os.str();
 }
 
 }  // namespace

@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <charconv>
 #include <cmath>
-#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <set>
@@ -11,6 +10,8 @@
 #include <sstream>
 
 #include "harness/testcase/loader.hpp"
+
+#include "harness/stats/format.hpp"
 
 namespace kcert::testcase {
 
@@ -22,13 +23,6 @@ using contract::Kind;
 
 
 namespace {
-
-// A number as %g ("256", "7.68e+03").
-std::string fmt_g(double v) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%g", v);
-  return buf;
-}
 
 using kernels::ParamSpec;
 using kernels::ParamType;
@@ -388,7 +382,7 @@ void read_probe(const Reader& r, const YAML::Node& node, const kernels::FamilySc
   // significand bits: 256 for bf16) one W spacing at the shift exceeds the spread.
   if (const double limit = std::ldexp(p.scale, stats::traits(p.dtype).precision); std::fabs(p.shift) >= limit) {
     r.fail(node["shift"], "probe.shift",
-           "expected |shift| < 2^" + std::to_string(stats::traits(p.dtype).precision) + " x scale = " + fmt_g(limit) +
+           "expected |shift| < 2^" + std::to_string(stats::traits(p.dtype).precision) + " x scale = " + stats::format_number(limit) +
                " for " + std::string(stats::traits(p.dtype).name) + ": the inputs would round to a few values around the shift");
   }
   if (const auto o = node["outliers"]) {

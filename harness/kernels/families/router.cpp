@@ -28,9 +28,9 @@ Variant variant(std::string name, std::string description, KernelFn fn) {
 // How far apart two fp64 scores may be and still count as a tie the working kernel cannot
 // resolve, in spacings of the format it decides in at the row's largest |score|. Four
 // spacings cover the rounding of the score itself plus the few ULPs of error an fp32
-// softmax or sigmoid adds before the comparison (two exact fp32 ties in
-// real_topk_many_experts sit within 1-2 spacings in fp64); a TF32 or bf16 flip of an fp32
-// decision sits thousands of fp32 spacings away, so it stays a flip.
+// softmax or sigmoid adds before the comparison (two outputs that tie exactly in fp32 differ
+// in fp64 by at most those errors); a TF32 operand rounding (2^13 fp32 spacings) or a bf16
+// logit (2^16) moves scores by far more, so such a flip stays a flip.
 constexpr double kNearTieSpacings = 4.0;
 
 // Under Precision::exact_flipping_near_ties: in every row whose k-th and (k+1)-th choices
@@ -114,7 +114,7 @@ torch::Tensor configurable_router(const KernelInputs& in, const Precision& p, co
   // The precision the working kernel decides in: W when the logits or the probabilities
   // are rounded to it, fp32 otherwise (near ties, see flip_near_ties).
   const int decides_in = (logits_in == "w" || prm.boolean("round_probabilities"))
-                             ? (p.flips_near_ties() ? stats::traits(*p.flips_near_ties()).precision : kFp32Precision)
+                             ? stats::traits(p.flips_near_ties().value_or(stats::FloatFormat::fp32)).precision
                          : logits_in == "tf32" ? kTf32Precision
                                                : kFp32Precision;
   const auto& scoring = prm.string("scoring");
