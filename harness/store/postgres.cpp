@@ -1,6 +1,7 @@
 #include "harness/store/postgres.hpp"
 
 #include "harness/store/conninfo.hpp"
+#include "harness/store/statement_deadline.hpp"
 
 #include <pqxx/pqxx>
 
@@ -9,6 +10,7 @@
 #include <cstdlib>
 #include <map>
 #include <set>
+#include <type_traits>
 
 #include "harness/store/schema_sql.hpp"
 
@@ -83,8 +85,36 @@ std::string describe_connection(pqxx::connection& c) {  // libpqxx 6 accessors a
 }  // namespace
 
 struct ResultStore::Connection : pqxx::connection {
-  using pqxx::connection::connection;
+  Connection(const std::string& conninfo, double timeout)
+      : pqxx::connection(conninfo), statement_timeout(timeout) {}
+  double statement_timeout;
+  StatementWatchdog watchdog;
 };
+
+namespace {
+// Runs one database call under the statement deadline (statement_deadline.hpp). A call the
+// watchdog cut short reports the deadline, not libpq's "server closed the connection
+// unexpectedly", which would send the reader looking for a crashed server.
+template <class Body>
+auto guarded(pqxx::connection& c, StatementWatchdog& watchdog, double seconds, Body&& body) -> decltype(body()) {
+  watchdog.arm(c.sock(), seconds);
+  try {
+    if constexpr (std::is_void_v<decltype(body())>) {
+      body();
+      watchdog.disarm();
+    } else {
+      auto out = body();
+      watchdog.disarm();
+      return out;
+    }
+  } catch (const std::exception& e) {
+    if (watchdog.disarm())
+      throw DatabaseError("the results database did not answer within " + format_double(seconds) +
+                          " s (KCERT_DB_STATEMENT_TIMEOUT); the connection was dropped");
+    throw;
+  }
+}
+}  // namespace
 
 std::string conninfo_from_environment() {
   const char* v = std::getenv("KCERT_DB");
@@ -92,8 +122,14 @@ std::string conninfo_from_environment() {
 }
 
 ResultStore::ResultStore(const std::string& conninfo) {
+  double timeout = 0;
   try {
-    conn_ = std::make_unique<Connection>(with_default_timeouts(conninfo));
+    timeout = statement_timeout_seconds();
+  } catch (const std::invalid_argument& e) {
+    throw DatabaseError(e.what());
+  }
+  try {
+    conn_ = std::make_unique<Connection>(with_default_timeouts(conninfo), timeout);
   } catch (const std::exception& e) {
     // libpq's parse errors quote the connection string, password included: redact it.
     std::string msg = redact_password(e.what(), conninfo);
@@ -120,19 +156,21 @@ void ensure_migration_table(pqxx::connection& c) {
 }  // namespace
 
 std::vector<MigrationState> ResultStore::migration_status() {
-  ensure_migration_table(*conn_);
-  pqxx::work w(*conn_);
-  std::vector<MigrationState> out;
-  for (const auto& m : schema_migrations()) {
-    MigrationState s{m.version, m.name, false, ""};
-    const auto r = w.exec_params("SELECT applied_at::text FROM kcert_migration WHERE version = $1", m.version);
-    if (!r.empty()) {
-      s.applied = true;
-      s.applied_at = r[0][0].c_str();
+  return guarded(*conn_, conn_->watchdog, conn_->statement_timeout, [&]() -> std::vector<MigrationState> {
+    ensure_migration_table(*conn_);
+    pqxx::work w(*conn_);
+    std::vector<MigrationState> out;
+    for (const auto& m : schema_migrations()) {
+      MigrationState s{m.version, m.name, false, ""};
+      const auto r = w.exec_params("SELECT applied_at::text FROM kcert_migration WHERE version = $1", m.version);
+      if (!r.empty()) {
+        s.applied = true;
+        s.applied_at = r[0][0].c_str();
+      }
+      out.push_back(s);
     }
-    out.push_back(s);
-  }
-  return out;
+    return out;
+  });
 }
 
 namespace {
@@ -143,211 +181,221 @@ std::string first_line(const std::string& s) {
 }  // namespace
 
 int ResultStore::migrate() {
-  ensure_migration_table(*conn_);
-  int applied = 0;
-  for (const auto& m : schema_migrations()) {
-    pqxx::work w(*conn_);
-    // Two migrators at once: the second waits here, then sees the version applied.
-    w.exec("SELECT pg_advisory_xact_lock(7165432101)");
-    if (!w.exec_params("SELECT 1 FROM kcert_migration WHERE version = $1", m.version).empty()) continue;
-    try {
-      w.exec0(m.sql);
-    } catch (const pqxx::insufficient_privilege& e) {
-      // 002_roles creates the group roles kcert_reader / kcert_writer (cluster-wide objects):
-      // the server's "permission denied to create role" does not say what to do.
-      throw DatabaseError("migration " + std::string(m.name) + " needs more privilege than " + describe() +
-                          " has: " + first_line(e.what()) +
-                          ". Run `kcert db migrate` once as a role with CREATEROLE (it creates the group roles "
-                          "kcert_reader and kcert_writer) and owning the database, e.g. the database owner or "
-                          "postgres; later runs need only kcert_writer (docs/database.md)");
+  return guarded(*conn_, conn_->watchdog, conn_->statement_timeout, [&]() -> int {
+    ensure_migration_table(*conn_);
+    int applied = 0;
+    for (const auto& m : schema_migrations()) {
+      pqxx::work w(*conn_);
+      // Two migrators at once: the second waits here, then sees the version applied.
+      w.exec("SELECT pg_advisory_xact_lock(7165432101)");
+      if (!w.exec_params("SELECT 1 FROM kcert_migration WHERE version = $1", m.version).empty()) continue;
+      try {
+        w.exec0(m.sql);
+      } catch (const pqxx::insufficient_privilege& e) {
+        // 002_roles creates the group roles kcert_reader / kcert_writer (cluster-wide objects):
+        // the server's "permission denied to create role" does not say what to do.
+        throw DatabaseError("migration " + std::string(m.name) + " needs more privilege than " + describe() +
+                            " has: " + first_line(e.what()) +
+                            ". Run `kcert db migrate` once as a role with CREATEROLE (it creates the group roles "
+                            "kcert_reader and kcert_writer) and owning the database, e.g. the database owner or "
+                            "postgres; later runs need only kcert_writer (docs/database.md)");
+      }
+      w.exec_params("INSERT INTO kcert_migration (version, name, checksum) VALUES ($1, $2, $3)", m.version, m.name,
+                    m.checksum);
+      w.commit();
+      ++applied;
     }
-    w.exec_params("INSERT INTO kcert_migration (version, name, checksum) VALUES ($1, $2, $3)", m.version, m.name,
-                  m.checksum);
-    w.commit();
-    ++applied;
-  }
-  return applied;
+    return applied;
+  });
 }
 
 void ResultStore::store_run(const nlohmann::json& run) {
-  const auto& env = need(run, "environment");
-  pqxx::work w(*conn_);
-  w.exec_params(
-      "INSERT INTO environment (fingerprint, identity, details) VALUES ($1, $2::jsonb, $3::jsonb) "
-      "ON CONFLICT (fingerprint) DO NOTHING",
-      need(env, "fingerprint").get<std::string>(), need(env, "identity").dump(), env.value("details", nlohmann::json::object()).dump());
-  w.exec_params(
-      "INSERT INTO run (id, started_at, kcert_version, git_revision, profile, shard_count, configuration) "
-      "VALUES ($1, $2::timestamptz, $3, $4, $5, $6, $7::jsonb) ON CONFLICT (id) DO NOTHING",
-      need(run, "run_id").get<std::string>(), need(run, "started_at").get<std::string>(),
-      need(run, "kcert_version").get<std::string>(), run.value("git_revision", ""), run.value("profile", ""),
-      run.value("shard_count", 1), run.value("configuration", nlohmann::json::object()).dump());
-  w.exec_params(
-      "INSERT INTO run_shard (run_id, shard_index, environment_id, started_at) "
-      "SELECT $1, $2, e.id, $3::timestamptz FROM environment e WHERE e.fingerprint = $4 ON CONFLICT DO NOTHING",
-      run.at("run_id").get<std::string>(), run.value("shard_index", 0), run.at("started_at").get<std::string>(),
-      env.at("fingerprint").get<std::string>());
-  w.commit();
+  return guarded(*conn_, conn_->watchdog, conn_->statement_timeout, [&]() -> void {
+    const auto& env = need(run, "environment");
+    pqxx::work w(*conn_);
+    w.exec_params(
+        "INSERT INTO environment (fingerprint, identity, details) VALUES ($1, $2::jsonb, $3::jsonb) "
+        "ON CONFLICT (fingerprint) DO NOTHING",
+        need(env, "fingerprint").get<std::string>(), need(env, "identity").dump(), env.value("details", nlohmann::json::object()).dump());
+    w.exec_params(
+        "INSERT INTO run (id, started_at, kcert_version, git_revision, profile, shard_count, configuration) "
+        "VALUES ($1, $2::timestamptz, $3, $4, $5, $6, $7::jsonb) ON CONFLICT (id) DO NOTHING",
+        need(run, "run_id").get<std::string>(), need(run, "started_at").get<std::string>(),
+        need(run, "kcert_version").get<std::string>(), run.value("git_revision", ""), run.value("profile", ""),
+        run.value("shard_count", 1), run.value("configuration", nlohmann::json::object()).dump());
+    w.exec_params(
+        "INSERT INTO run_shard (run_id, shard_index, environment_id, started_at) "
+        "SELECT $1, $2, e.id, $3::timestamptz FROM environment e WHERE e.fingerprint = $4 ON CONFLICT DO NOTHING",
+        run.at("run_id").get<std::string>(), run.value("shard_index", 0), run.at("started_at").get<std::string>(),
+        env.at("fingerprint").get<std::string>());
+    w.commit();
+  });
 }
 
 bool ResultStore::store_result(const nlohmann::json& run, const nlohmann::json& rec) {
-  const auto& tc = need(rec, "testcase");
-  const auto& r = need(rec, "result");
-  const auto& gates = need(r, "gates");
-  pqxx::work w(*conn_);
-  w.exec_params(
-      "INSERT INTO testcase (case_id, kind, family, mechanism, refs, yaml_sha256) "
-      "VALUES ($1, $2, $3, $4, $5::text[], $6) ON CONFLICT (case_id, yaml_sha256) DO NOTHING",
-      need(tc, "case_id").get<std::string>(), need(tc, "kind").get<std::string>(), need(tc, "family").get<std::string>(),
-      tc.value("mechanism", ""), text_array(tc.value("references", std::vector<std::string>{})),
-      need(tc, "yaml_sha256").get<std::string>());
-  const auto testcase_id = w.exec_params1("SELECT id FROM testcase WHERE case_id = $1 AND yaml_sha256 = $2",
-                                          tc.at("case_id").get<std::string>(), tc.at("yaml_sha256").get<std::string>())[0]
-                               .as<long long>();
-  const auto env_rows = w.exec_params("SELECT id FROM environment WHERE fingerprint = $1", need(rec, "environment").get<std::string>());
-  if (env_rows.empty()) throw DatabaseError("environment " + rec.at("environment").get<std::string>() + " is not stored (store the run record first)");
-  const auto environment_id = env_rows[0][0].as<long long>();
+  return guarded(*conn_, conn_->watchdog, conn_->statement_timeout, [&]() -> bool {
+    const auto& tc = need(rec, "testcase");
+    const auto& r = need(rec, "result");
+    const auto& gates = need(r, "gates");
+    pqxx::work w(*conn_);
+    w.exec_params(
+        "INSERT INTO testcase (case_id, kind, family, mechanism, refs, yaml_sha256) "
+        "VALUES ($1, $2, $3, $4, $5::text[], $6) ON CONFLICT (case_id, yaml_sha256) DO NOTHING",
+        need(tc, "case_id").get<std::string>(), need(tc, "kind").get<std::string>(), need(tc, "family").get<std::string>(),
+        tc.value("mechanism", ""), text_array(tc.value("references", std::vector<std::string>{})),
+        need(tc, "yaml_sha256").get<std::string>());
+    const auto testcase_id = w.exec_params1("SELECT id FROM testcase WHERE case_id = $1 AND yaml_sha256 = $2",
+                                            tc.at("case_id").get<std::string>(), tc.at("yaml_sha256").get<std::string>())[0]
+                                 .as<long long>();
+    const auto env_rows = w.exec_params("SELECT id FROM environment WHERE fingerprint = $1", need(rec, "environment").get<std::string>());
+    if (env_rows.empty()) throw DatabaseError("environment " + rec.at("environment").get<std::string>() + " is not stored (store the run record first)");
+    const auto environment_id = env_rows[0][0].as<long long>();
 
-  const std::string kind = tc.at("kind");
-  const std::string verdict = need(r, "verdict");
-  const bool error = verdict == "ERROR";
-  // An ERROR row ran no gate to its end: its gate columns say ERROR (they used to read PASS,
-  // from documents written before the gates said so themselves).
-  const auto gate_verdict = [&](const char* g) { return error ? std::string("ERROR") : gates.at(g).at("verdict").get<std::string>(); };
-  const std::string va = gate_verdict("algebra"), vb = gate_verdict("bias"), vv = gate_verdict("variance");
-  const bool any_warn_or_fail = va != "PASS" || vb != "PASS" || vv != "PASS";
-  const bool any_fail = va == "FAIL" || vb == "FAIL" || vv == "FAIL";
-  const Param detected = (kind == "negative" && !error) ? str(any_warn_or_fail ? "true" : "false") : null();
-  const Param false_alarm = (kind == "positive" && !error) ? str(any_fail ? "true" : "false") : null();
-  double max_z = 0.0;
-  bool have_z = false;
-  for (const char* s : {"signed", "magnitude"}) {
-    const auto& st = gates.at("bias").value(s, nlohmann::json::object());
-    if (st.value("deciding", false) && st.contains("max_abs_z") && st.at("max_abs_z").is_number()) {
-      max_z = std::max(max_z, st.at("max_abs_z").get<double>());
-      have_z = true;
-    }
-  }
-  const auto& tail = gates.at("variance").value("tail", nlohmann::json::object());
-  nlohmann::json thresholds = gates.at("bias").value("thresholds", nlohmann::json::object());
-  if (tail.contains("settings")) {
-    for (const char* k : {"warn_K", "fail_K", "tail_q", "horizon"}) thresholds[k] = tail.at("settings").at(k);
-  }
-  const auto& probe = r.value("probe", nlohmann::json::object());
-  const auto& runtime = r.value("runtime", nlohmann::json::object());
-  const Param z = have_z ? finite(nlohmann::json(max_z)) : null();
-  const Param u = finite(gates.at("variance").value("U", nlohmann::json()));
-  const Param err = r.contains("error") ? str(r.at("error").get<std::string>()) : null();
-  const Param seed = str(std::to_string(probe.value("seed", std::uint64_t{0})));
-  const Param duration = str(format_double(runtime.value("seconds", 0.0)));
-  const Param calibration = r.contains("calibration") && r.at("calibration").is_string()
-                                ? str(r.at("calibration").get<std::string>())
-                                : null();
-  const auto inserted = w.exec_params(
-      "INSERT INTO result (run_id, shard_index, testcase_id, environment_id, reference_variant, reference_version, "
-      " production_variant, production_version, verdict, algebra_verdict, bias_verdict, variance_verdict, detected, "
-      " false_alarm, replicates, seed, variance_u, max_abs_z, thresholds, calibration, duration_seconds, error, document) "
-      "VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13::boolean, $14::boolean, $15, $16::numeric, "
-      " $17::double precision, $18::double precision, $19::jsonb, $23, $20::double precision, $21, $22::jsonb) "
-      "ON CONFLICT (run_id, testcase_id) DO NOTHING RETURNING id",
-      need(rec, "run_id").get<std::string>(), rec.value("shard_index", 0), testcase_id, environment_id,
-      r.at("reference").at("variant").get<std::string>(), r.at("reference").at("version").get<std::string>(),
-      r.at("production").at("variant").get<std::string>(), r.at("production").at("version").get<std::string>(), verdict,
-      va, vb, vv, detected.c(), false_alarm.c(), r.value("replicates", std::uint64_t{0}), seed.c(), u.c(), z.c(),
-      thresholds.dump(), duration.c(), err.c(), r.dump(), calibration.c());
-  if (inserted.empty()) return false;  // this run already holds this case: nothing to add
-  const auto result_id = inserted[0][0].as<long long>();
-
-  for (const char* s : {"signed", "magnitude"}) {
-    const auto& st = gates.at("bias").value(s, nlohmann::json::object());
-    std::set<long long> seen;
-    for (const char* list : {"flagged", "top"}) {
-      for (const auto& b : st.value(list, nlohmann::json::array())) {
-        const auto bucket = b.at("bucket").get<long long>();
-        if (!seen.insert(bucket).second) continue;
-        const bool flagged = b.at("verdict") != "PASS";
-        w.exec_params(
-            "INSERT INTO bias_bucket (result_id, statistic, bucket, flagged, direction, z, effect, ulp_effect, mean, sd, verdict) "
-            "VALUES ($1, $2, $3, $4, $5, $6::double precision, $7::double precision, $8::double precision, "
-            "$9::double precision, $10::double precision, $11)",
-            result_id, s, bucket, flagged, b.at("direction").get<int>(), finite(b.at("z")).c(), finite(b.at("effect")).c(),
-            number(b.at("ulp_effect")).c(), number(b.at("mean")).c(), number(b.at("sd")).c(), b.at("verdict").get<std::string>());
+    const std::string kind = tc.at("kind");
+    const std::string verdict = need(r, "verdict");
+    const bool error = verdict == "ERROR";
+    // An ERROR row ran no gate to its end: its gate columns say ERROR (they used to read PASS,
+    // from documents written before the gates said so themselves).
+    const auto gate_verdict = [&](const char* g) { return error ? std::string("ERROR") : gates.at(g).at("verdict").get<std::string>(); };
+    const std::string va = gate_verdict("algebra"), vb = gate_verdict("bias"), vv = gate_verdict("variance");
+    const bool any_warn_or_fail = va != "PASS" || vb != "PASS" || vv != "PASS";
+    const bool any_fail = va == "FAIL" || vb == "FAIL" || vv == "FAIL";
+    const Param detected = (kind == "negative" && !error) ? str(any_warn_or_fail ? "true" : "false") : null();
+    const Param false_alarm = (kind == "positive" && !error) ? str(any_fail ? "true" : "false") : null();
+    double max_z = 0.0;
+    bool have_z = false;
+    for (const char* s : {"signed", "magnitude"}) {
+      const auto& st = gates.at("bias").value(s, nlohmann::json::object());
+      if (st.value("deciding", false) && st.contains("max_abs_z") && st.at("max_abs_z").is_number()) {
+        max_z = std::max(max_z, st.at("max_abs_z").get<double>());
+        have_z = true;
       }
     }
-  }
-  if (!tail.empty()) {
-    const auto& kh = tail.value("khat", nlohmann::json::object());
-    const auto pick = [&](const char* k) { return tail.contains(k) ? number(tail.at(k)) : null(); };
-    w.exec_params(
-        "INSERT INTO variance_tail (result_id, mode, u, n_exc, zeta, xi_raw, xi_clipped, sigma, r_t, se, u_bound, "
-        " zero_fraction, q50, q90, q99, k_max, khat) VALUES ($1, $2, $3::double precision, $4, $5::double precision, "
-        " $6::double precision, $7::double precision, $8::double precision, $9::double precision, $10::double precision, "
-        " $11::double precision, $12::double precision, $13::double precision, $14::double precision, "
-        " $15::double precision, $16::double precision, $17::double precision[])",
-        result_id, tail.value("mode", ""), pick("u").c(), tail.value("n_exc", 0), pick("zeta").c(), pick("xi_raw").c(),
-        pick("xi_clipped").c(), pick("sigma").c(), pick("r_T").c(), pick("se").c(), finite(tail.value("U", nlohmann::json())).c(),
-        number(kh.value("zero_fraction", nlohmann::json())).c(), number(kh.value("q50", nlohmann::json())).c(),
-        number(kh.value("q90", nlohmann::json())).c(), number(kh.value("q99", nlohmann::json())).c(),
-        finite(kh.value("max", nlohmann::json())).c(), double_array(rec.value("khat", nlohmann::json::array())));
-  }
-  w.commit();
-  return true;
+    const auto& tail = gates.at("variance").value("tail", nlohmann::json::object());
+    nlohmann::json thresholds = gates.at("bias").value("thresholds", nlohmann::json::object());
+    if (tail.contains("settings")) {
+      for (const char* k : {"warn_K", "fail_K", "tail_q", "horizon"}) thresholds[k] = tail.at("settings").at(k);
+    }
+    const auto& probe = r.value("probe", nlohmann::json::object());
+    const auto& runtime = r.value("runtime", nlohmann::json::object());
+    const Param z = have_z ? finite(nlohmann::json(max_z)) : null();
+    const Param u = finite(gates.at("variance").value("U", nlohmann::json()));
+    const Param err = r.contains("error") ? str(r.at("error").get<std::string>()) : null();
+    const Param seed = str(std::to_string(probe.value("seed", std::uint64_t{0})));
+    const Param duration = str(format_double(runtime.value("seconds", 0.0)));
+    const Param calibration = r.contains("calibration") && r.at("calibration").is_string()
+                                  ? str(r.at("calibration").get<std::string>())
+                                  : null();
+    const auto inserted = w.exec_params(
+        "INSERT INTO result (run_id, shard_index, testcase_id, environment_id, reference_variant, reference_version, "
+        " production_variant, production_version, verdict, algebra_verdict, bias_verdict, variance_verdict, detected, "
+        " false_alarm, replicates, seed, variance_u, max_abs_z, thresholds, calibration, duration_seconds, error, document) "
+        "VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13::boolean, $14::boolean, $15, $16::numeric, "
+        " $17::double precision, $18::double precision, $19::jsonb, $23, $20::double precision, $21, $22::jsonb) "
+        "ON CONFLICT (run_id, testcase_id) DO NOTHING RETURNING id",
+        need(rec, "run_id").get<std::string>(), rec.value("shard_index", 0), testcase_id, environment_id,
+        r.at("reference").at("variant").get<std::string>(), r.at("reference").at("version").get<std::string>(),
+        r.at("production").at("variant").get<std::string>(), r.at("production").at("version").get<std::string>(), verdict,
+        va, vb, vv, detected.c(), false_alarm.c(), r.value("replicates", std::uint64_t{0}), seed.c(), u.c(), z.c(),
+        thresholds.dump(), duration.c(), err.c(), r.dump(), calibration.c());
+    if (inserted.empty()) return false;  // this run already holds this case: nothing to add
+    const auto result_id = inserted[0][0].as<long long>();
+
+    for (const char* s : {"signed", "magnitude"}) {
+      const auto& st = gates.at("bias").value(s, nlohmann::json::object());
+      std::set<long long> seen;
+      for (const char* list : {"flagged", "top"}) {
+        for (const auto& b : st.value(list, nlohmann::json::array())) {
+          const auto bucket = b.at("bucket").get<long long>();
+          if (!seen.insert(bucket).second) continue;
+          const bool flagged = b.at("verdict") != "PASS";
+          w.exec_params(
+              "INSERT INTO bias_bucket (result_id, statistic, bucket, flagged, direction, z, effect, ulp_effect, mean, sd, verdict) "
+              "VALUES ($1, $2, $3, $4, $5, $6::double precision, $7::double precision, $8::double precision, "
+              "$9::double precision, $10::double precision, $11)",
+              result_id, s, bucket, flagged, b.at("direction").get<int>(), finite(b.at("z")).c(), finite(b.at("effect")).c(),
+              number(b.at("ulp_effect")).c(), number(b.at("mean")).c(), number(b.at("sd")).c(), b.at("verdict").get<std::string>());
+        }
+      }
+    }
+    if (!tail.empty()) {
+      const auto& kh = tail.value("khat", nlohmann::json::object());
+      const auto pick = [&](const char* k) { return tail.contains(k) ? number(tail.at(k)) : null(); };
+      w.exec_params(
+          "INSERT INTO variance_tail (result_id, mode, u, n_exc, zeta, xi_raw, xi_clipped, sigma, r_t, se, u_bound, "
+          " zero_fraction, q50, q90, q99, k_max, khat) VALUES ($1, $2, $3::double precision, $4, $5::double precision, "
+          " $6::double precision, $7::double precision, $8::double precision, $9::double precision, $10::double precision, "
+          " $11::double precision, $12::double precision, $13::double precision, $14::double precision, "
+          " $15::double precision, $16::double precision, $17::double precision[])",
+          result_id, tail.value("mode", ""), pick("u").c(), tail.value("n_exc", 0), pick("zeta").c(), pick("xi_raw").c(),
+          pick("xi_clipped").c(), pick("sigma").c(), pick("r_T").c(), pick("se").c(), finite(tail.value("U", nlohmann::json())).c(),
+          number(kh.value("zero_fraction", nlohmann::json())).c(), number(kh.value("q50", nlohmann::json())).c(),
+          number(kh.value("q90", nlohmann::json())).c(), number(kh.value("q99", nlohmann::json())).c(),
+          finite(kh.value("max", nlohmann::json())).c(), double_array(rec.value("khat", nlohmann::json::array())));
+    }
+    w.commit();
+    return true;
+  });
 }
 
 void ResultStore::store_finish(const nlohmann::json& fin) {
-  pqxx::work w(*conn_);
-  const std::string run_id = need(fin, "run_id");
-  const std::string at = need(fin, "finished_at");
-  const std::string status = fin.value("status", "finished");
-  w.exec_params("UPDATE run_shard SET finished_at = $3::timestamptz WHERE run_id = $1 AND shard_index = $2", run_id,
-                fin.value("shard_index", 0), at);
-  if (status == "aborted") {
-    w.exec_params("UPDATE run SET status = 'aborted', finished_at = $2::timestamptz WHERE id = $1", run_id, at);
-  } else {
-    // The run is finished when every one of its shards has finished.
-    w.exec_params(
-        "UPDATE run SET status = 'finished', finished_at = $2::timestamptz WHERE id = $1 AND status = 'running' "
-        "AND (SELECT count(*) FROM run_shard s WHERE s.run_id = $1 AND s.finished_at IS NOT NULL) >= shard_count",
-        run_id, at);
-  }
-  w.commit();
+  return guarded(*conn_, conn_->watchdog, conn_->statement_timeout, [&]() -> void {
+    pqxx::work w(*conn_);
+    const std::string run_id = need(fin, "run_id");
+    const std::string at = need(fin, "finished_at");
+    const std::string status = fin.value("status", "finished");
+    w.exec_params("UPDATE run_shard SET finished_at = $3::timestamptz WHERE run_id = $1 AND shard_index = $2", run_id,
+                  fin.value("shard_index", 0), at);
+    if (status == "aborted") {
+      w.exec_params("UPDATE run SET status = 'aborted', finished_at = $2::timestamptz WHERE id = $1", run_id, at);
+    } else {
+      // The run is finished when every one of its shards has finished.
+      w.exec_params(
+          "UPDATE run SET status = 'finished', finished_at = $2::timestamptz WHERE id = $1 AND status = 'running' "
+          "AND (SELECT count(*) FROM run_shard s WHERE s.run_id = $1 AND s.finished_at IS NOT NULL) >= shard_count",
+          run_id, at);
+    }
+    w.commit();
+  });
 }
 
 std::vector<HistoryRow> ResultStore::history(const HistoryQuery& q) {
-  pqxx::work w(*conn_);
-  const auto rows = w.exec_params(
-      "SELECT to_char(started_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"'), run_id, fingerprint, "
-      " coalesce(cpu_model, ''), coalesce(gpu, ''), coalesce(torch_version, ''), verdict, algebra_verdict, bias_verdict, "
-      " variance_verdict, variance_u, max_abs_z, detected, false_alarm, kind, reference_version, production_version, "
-      " coalesce(calibration, '') "
-      "FROM detection_history WHERE case_id = $1 AND ($2 = '' OR fingerprint = $2) "
-      " AND ($3 = '' OR cpu_model ILIKE '%' || $3 || '%' OR gpu ILIKE '%' || $3 || '%') "
-      " AND ($4 = '' OR started_at >= $4::timestamptz) ORDER BY started_at, run_id",
-      q.case_id, q.environment, q.hardware, q.since);
-  std::vector<HistoryRow> out;
-  for (const auto& row : rows) {
-    HistoryRow h;
-    h.started_at = row[0].c_str();
-    h.run_id = row[1].c_str();
-    h.fingerprint = row[2].c_str();
-    h.cpu_model = row[3].c_str();
-    h.gpu = row[4].c_str();
-    h.torch_version = row[5].c_str();
-    h.verdict = row[6].c_str();
-    h.algebra = row[7].c_str();
-    h.bias = row[8].c_str();
-    h.variance = row[9].c_str();
-    if (!row[10].is_null()) h.variance_u = row[10].as<double>();
-    if (!row[11].is_null()) h.max_abs_z = row[11].as<double>();
-    if (!row[12].is_null()) h.detected = row[12].as<bool>();
-    if (!row[13].is_null()) h.false_alarm = row[13].as<bool>();
-    h.kind = row[14].c_str();
-    h.reference_version = row[15].c_str();
-    h.production_version = row[16].c_str();
-    h.calibration = row[17].c_str();
-    out.push_back(std::move(h));
-  }
-  return out;
+  return guarded(*conn_, conn_->watchdog, conn_->statement_timeout, [&]() -> std::vector<HistoryRow> {
+    pqxx::work w(*conn_);
+    const auto rows = w.exec_params(
+        "SELECT to_char(started_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"'), run_id, fingerprint, "
+        " coalesce(cpu_model, ''), coalesce(gpu, ''), coalesce(torch_version, ''), verdict, algebra_verdict, bias_verdict, "
+        " variance_verdict, variance_u, max_abs_z, detected, false_alarm, kind, reference_version, production_version, "
+        " coalesce(calibration, '') "
+        "FROM detection_history WHERE case_id = $1 AND ($2 = '' OR fingerprint = $2) "
+        " AND ($3 = '' OR cpu_model ILIKE '%' || $3 || '%' OR gpu ILIKE '%' || $3 || '%') "
+        " AND ($4 = '' OR started_at >= $4::timestamptz) ORDER BY started_at, run_id",
+        q.case_id, q.environment, q.hardware, q.since);
+    std::vector<HistoryRow> out;
+    for (const auto& row : rows) {
+      HistoryRow h;
+      h.started_at = row[0].c_str();
+      h.run_id = row[1].c_str();
+      h.fingerprint = row[2].c_str();
+      h.cpu_model = row[3].c_str();
+      h.gpu = row[4].c_str();
+      h.torch_version = row[5].c_str();
+      h.verdict = row[6].c_str();
+      h.algebra = row[7].c_str();
+      h.bias = row[8].c_str();
+      h.variance = row[9].c_str();
+      if (!row[10].is_null()) h.variance_u = row[10].as<double>();
+      if (!row[11].is_null()) h.max_abs_z = row[11].as<double>();
+      if (!row[12].is_null()) h.detected = row[12].as<bool>();
+      if (!row[13].is_null()) h.false_alarm = row[13].as<bool>();
+      h.kind = row[14].c_str();
+      h.reference_version = row[15].c_str();
+      h.production_version = row[16].c_str();
+      h.calibration = row[17].c_str();
+      out.push_back(std::move(h));
+    }
+    return out;
+  });
 }
 
 namespace {
@@ -441,106 +489,122 @@ const char* kCalibrationColumns =
 }  // namespace
 
 std::vector<RunSummary> ResultStore::unfinished_runs() {
-  std::vector<std::string> ids;
-  {
-    pqxx::work w(*conn_);
-    for (const auto& row : w.exec("SELECT id FROM run WHERE status = 'running' ORDER BY started_at, id")) {
-      ids.emplace_back(row[0].c_str());
+  return guarded(*conn_, conn_->watchdog, conn_->statement_timeout, [&]() -> std::vector<RunSummary> {
+    std::vector<std::string> ids;
+    {
+      pqxx::work w(*conn_);
+      for (const auto& row : w.exec("SELECT id FROM run WHERE status = 'running' ORDER BY started_at, id")) {
+        ids.emplace_back(row[0].c_str());
+      }
     }
-  }
-  std::vector<RunSummary> out;
-  for (const auto& id : ids) {
-    if (auto s = run_summary(id)) out.push_back(std::move(*s));
-  }
-  return out;
+    std::vector<RunSummary> out;
+    for (const auto& id : ids) {
+      if (auto s = run_summary(id)) out.push_back(std::move(*s));
+    }
+    return out;
+  });
 }
 
 bool ResultStore::abandon_run(const std::string& run_id) {
-  pqxx::work w(*conn_);
-  const auto r = w.exec_params("UPDATE run SET status = 'aborted', finished_at = now() WHERE id = $1 AND status = 'running'",
-                               run_id);
-  w.commit();
-  return r.affected_rows() == 1;
+  return guarded(*conn_, conn_->watchdog, conn_->statement_timeout, [&]() -> bool {
+    pqxx::work w(*conn_);
+    const auto r = w.exec_params("UPDATE run SET status = 'aborted', finished_at = now() WHERE id = $1 AND status = 'running'",
+                                 run_id);
+    w.commit();
+    return r.affected_rows() == 1;
+  });
 }
 
 std::optional<RunSummary> ResultStore::run_summary(const std::string& run_id) {
-  pqxx::work w(*conn_);
-  const auto r = w.exec_params(
-      "SELECT id, status, profile, to_char(started_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"'), shard_count "
-      "FROM run WHERE id = $1",
-      run_id);
-  if (r.empty()) return std::nullopt;
-  RunSummary s;
-  s.run_id = r[0][0].c_str();
-  s.status = r[0][1].c_str();
-  s.profile = r[0][2].c_str();
-  s.started_at = r[0][3].c_str();
-  s.shard_count = r[0][4].as<int>();
-  for (const auto& row : w.exec_params("SELECT shard_index, finished_at IS NOT NULL FROM run_shard WHERE run_id = $1 "
-                                       "ORDER BY shard_index",
-                                       run_id)) {
-    s.shards_started.push_back(row[0].as<int>());
-    if (row[1].as<bool>()) s.shards_finished.push_back(row[0].as<int>());
-  }
-  return s;
+  return guarded(*conn_, conn_->watchdog, conn_->statement_timeout, [&]() -> std::optional<RunSummary> {
+    pqxx::work w(*conn_);
+    const auto r = w.exec_params(
+        "SELECT id, status, profile, to_char(started_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"'), shard_count "
+        "FROM run WHERE id = $1",
+        run_id);
+    if (r.empty()) return std::nullopt;
+    RunSummary s;
+    s.run_id = r[0][0].c_str();
+    s.status = r[0][1].c_str();
+    s.profile = r[0][2].c_str();
+    s.started_at = r[0][3].c_str();
+    s.shard_count = r[0][4].as<int>();
+    for (const auto& row : w.exec_params("SELECT shard_index, finished_at IS NOT NULL FROM run_shard WHERE run_id = $1 "
+                                         "ORDER BY shard_index",
+                                         run_id)) {
+      s.shards_started.push_back(row[0].as<int>());
+      if (row[1].as<bool>()) s.shards_finished.push_back(row[0].as<int>());
+    }
+    return s;
+  });
 }
 
 std::vector<StoredResult> ResultStore::run_results(const std::string& run_id) {
-  pqxx::work w(*conn_);
-  std::vector<StoredResult> out;
-  for (const auto& row : w.exec_params(std::string("SELECT") + kResultColumns + "WHERE r.run_id = $1 ORDER BY t.case_id", run_id)) {
-    out.push_back(stored_result(row));
-  }
-  return out;
+  return guarded(*conn_, conn_->watchdog, conn_->statement_timeout, [&]() -> std::vector<StoredResult> {
+    pqxx::work w(*conn_);
+    std::vector<StoredResult> out;
+    for (const auto& row : w.exec_params(std::string("SELECT") + kResultColumns + "WHERE r.run_id = $1 ORDER BY t.case_id", run_id)) {
+      out.push_back(stored_result(row));
+    }
+    return out;
+  });
 }
 
 std::vector<StoredResult> ResultStore::previous_results(const std::string& run_id) {
-  pqxx::work w(*conn_);
-  std::vector<StoredResult> out;
-  const auto rows = w.exec_params(
-      std::string("SELECT DISTINCT ON (t.case_id, e.fingerprint)") + kResultColumns +
-          "JOIN run this ON this.id = $1 "
-          "WHERE ru.id <> this.id AND ru.status = 'finished' AND ru.profile = this.profile "
-          " AND ru.started_at < this.started_at "
-          " AND (t.case_id, r.environment_id) IN (SELECT t2.case_id, r2.environment_id FROM result r2 "
-          "   JOIN testcase t2 ON t2.id = r2.testcase_id WHERE r2.run_id = this.id) "
-          "ORDER BY t.case_id, e.fingerprint, ru.started_at DESC",
-      run_id);
-  for (const auto& row : rows) out.push_back(stored_result(row));
-  return out;
+  return guarded(*conn_, conn_->watchdog, conn_->statement_timeout, [&]() -> std::vector<StoredResult> {
+    pqxx::work w(*conn_);
+    std::vector<StoredResult> out;
+    const auto rows = w.exec_params(
+        std::string("SELECT DISTINCT ON (t.case_id, e.fingerprint)") + kResultColumns +
+            "JOIN run this ON this.id = $1 "
+            "WHERE ru.id <> this.id AND ru.status = 'finished' AND ru.profile = this.profile "
+            " AND ru.started_at < this.started_at "
+            " AND (t.case_id, r.environment_id) IN (SELECT t2.case_id, r2.environment_id FROM result r2 "
+            "   JOIN testcase t2 ON t2.id = r2.testcase_id WHERE r2.run_id = this.id) "
+            "ORDER BY t.case_id, e.fingerprint, ru.started_at DESC",
+        run_id);
+    for (const auto& row : rows) out.push_back(stored_result(row));
+    return out;
+  });
 }
 
 std::optional<std::string> ResultStore::latest_finished_run(const std::string& fingerprint, const std::string& profile) {
-  pqxx::work w(*conn_);
-  const auto r = w.exec_params(
-      "SELECT ru.id FROM run ru WHERE ru.status = 'finished' AND ru.profile = $2 AND EXISTS (SELECT 1 FROM result r "
-      " JOIN environment e ON e.id = r.environment_id WHERE r.run_id = ru.id AND e.fingerprint = $1) "
-      "ORDER BY ru.started_at DESC LIMIT 1",
-      fingerprint, profile);
-  if (r.empty()) return std::nullopt;
-  return std::string(r[0][0].c_str());
+  return guarded(*conn_, conn_->watchdog, conn_->statement_timeout, [&]() -> std::optional<std::string> {
+    pqxx::work w(*conn_);
+    const auto r = w.exec_params(
+        "SELECT ru.id FROM run ru WHERE ru.status = 'finished' AND ru.profile = $2 AND EXISTS (SELECT 1 FROM result r "
+        " JOIN environment e ON e.id = r.environment_id WHERE r.run_id = ru.id AND e.fingerprint = $1) "
+        "ORDER BY ru.started_at DESC LIMIT 1",
+        fingerprint, profile);
+    if (r.empty()) return std::nullopt;
+    return std::string(r[0][0].c_str());
+  });
 }
 
 std::map<std::string, Calibration> ResultStore::latest_calibrations(const std::string& fingerprint) {
-  pqxx::work w(*conn_);
-  std::map<std::string, Calibration> out;
-  for (const auto& row : w.exec_params(std::string(kCalibrationColumns) +
-                                           "WHERE e.fingerprint = $1 ORDER BY c.family, c.created_at DESC, c.id DESC",
-                                       fingerprint)) {
-    auto c = calibration_row(row);
-    out.emplace(c.family, std::move(c));  // the first of each family is the newest
-  }
-  return out;
+  return guarded(*conn_, conn_->watchdog, conn_->statement_timeout, [&]() -> std::map<std::string, Calibration> {
+    pqxx::work w(*conn_);
+    std::map<std::string, Calibration> out;
+    for (const auto& row : w.exec_params(std::string(kCalibrationColumns) +
+                                             "WHERE e.fingerprint = $1 ORDER BY c.family, c.created_at DESC, c.id DESC",
+                                         fingerprint)) {
+      auto c = calibration_row(row);
+      out.emplace(c.family, std::move(c));  // the first of each family is the newest
+    }
+    return out;
+  });
 }
 
 std::vector<Calibration> ResultStore::calibrations(const std::string& fingerprint) {
-  pqxx::work w(*conn_);
-  std::vector<Calibration> out;
-  const auto rows = w.exec_params(std::string(kCalibrationColumns) +
-                                      "WHERE ($1 = '' OR e.fingerprint = $1) ORDER BY e.fingerprint, c.created_at DESC, c.id DESC",
-                                  fingerprint);
-  for (const auto& row : rows) out.push_back(calibration_row(row));
-  return out;
+  return guarded(*conn_, conn_->watchdog, conn_->statement_timeout, [&]() -> std::vector<Calibration> {
+    pqxx::work w(*conn_);
+    std::vector<Calibration> out;
+    const auto rows = w.exec_params(std::string(kCalibrationColumns) +
+                                        "WHERE ($1 = '' OR e.fingerprint = $1) ORDER BY e.fingerprint, c.created_at DESC, c.id DESC",
+                                    fingerprint);
+    for (const auto& row : rows) out.push_back(calibration_row(row));
+    return out;
+  });
 }
 
 namespace {
@@ -549,23 +613,25 @@ Param optional_number(const std::optional<double>& v) { return v ? str(format_do
 }  // namespace
 
 long long ResultStore::store_calibration(const Calibration& c) {
-  pqxx::work w(*conn_);
-  const auto env = w.exec_params("SELECT id FROM environment WHERE fingerprint = $1", c.fingerprint);
-  if (env.empty()) throw DatabaseError("environment " + c.fingerprint + " is not stored");
-  const auto id = w.exec_params1(
-                       "INSERT INTO calibration (environment_id, family, warn_k, fail_k, previous_warn_k, previous_fail_k, "
-                       " rule_version, source_runs, positives, max_u, created_by, details, bias_c, bias_c_magnitude, "
-                       " previous_bias_c, previous_bias_c_magnitude) "
-                       "VALUES ($1, $2, $3, $4, $5, $6, $7, $8::text[], $9, $10, $11, $12::jsonb, $13::double precision, "
-                       " $14::double precision, $15::double precision, $16::double precision) RETURNING id",
-                       env[0][0].as<long long>(), c.family, format_double(c.warn_k), format_double(c.fail_k),
-                       format_double(c.previous_warn_k), format_double(c.previous_fail_k), c.rule_version,
-                       text_array(c.source_runs), c.positives, format_double(c.max_u), c.created_by, c.details.dump(),
-                       optional_number(c.bias_c).c(), optional_number(c.bias_c_magnitude).c(),
-                       optional_number(c.previous_bias_c).c(), optional_number(c.previous_bias_c_magnitude).c())[0]
-                      .as<long long>();
-  w.commit();
-  return id;
+  return guarded(*conn_, conn_->watchdog, conn_->statement_timeout, [&]() -> long long {
+    pqxx::work w(*conn_);
+    const auto env = w.exec_params("SELECT id FROM environment WHERE fingerprint = $1", c.fingerprint);
+    if (env.empty()) throw DatabaseError("environment " + c.fingerprint + " is not stored");
+    const auto id = w.exec_params1(
+                         "INSERT INTO calibration (environment_id, family, warn_k, fail_k, previous_warn_k, previous_fail_k, "
+                         " rule_version, source_runs, positives, max_u, created_by, details, bias_c, bias_c_magnitude, "
+                         " previous_bias_c, previous_bias_c_magnitude) "
+                         "VALUES ($1, $2, $3, $4, $5, $6, $7, $8::text[], $9, $10, $11, $12::jsonb, $13::double precision, "
+                         " $14::double precision, $15::double precision, $16::double precision) RETURNING id",
+                         env[0][0].as<long long>(), c.family, format_double(c.warn_k), format_double(c.fail_k),
+                         format_double(c.previous_warn_k), format_double(c.previous_fail_k), c.rule_version,
+                         text_array(c.source_runs), c.positives, format_double(c.max_u), c.created_by, c.details.dump(),
+                         optional_number(c.bias_c).c(), optional_number(c.bias_c_magnitude).c(),
+                         optional_number(c.previous_bias_c).c(), optional_number(c.previous_bias_c_magnitude).c())[0]
+                        .as<long long>();
+    w.commit();
+    return id;
+  });
 }
 
 UploadSummary upload(ResultStore& store, const std::vector<nlohmann::json>& records) {

@@ -119,4 +119,25 @@ grep -q "kcert upload" "$work/err.txt" || fail "outage must say how to upload la
 grep -q "attention: the database was unavailable: nothing stored" "$work/out.txt" || fail "outage must say nothing was stored"
 KCERT_DB="host=$work/nowhere dbname=kcert" expect_status 0 "$kcert" nightly "${cases[@]}" --no-db --report no-db --quiet
 
+# 8. A database that stalls mid-run (the connection stays open, nothing comes back, as from a
+# server stopped with SIGSTOP): the statement deadline drops it, the run carries on with the
+# spool and exits 2, and the spool uploads every result afterwards.
+[[ $base =~ host=([^ ]+)\ port=([0-9]+)\ user=([^ ]+) ]] || fail "test setup: conninfo '$base'"
+pg_socket="${BASH_REMATCH[1]}/.s.PGSQL.${BASH_REMATCH[2]}" pg_user=${BASH_REMATCH[3]}
+"$py" "$src/tests/nightly/stall_proxy.py" "$work/proxy.port" "$pg_socket" "INSERT INTO result" &
+proxy=$!
+trap 'kill $proxy 2>/dev/null || true; cleanup' EXIT
+for _ in $(seq 50); do [[ -s $work/proxy.port ]] && break; sleep 0.1; done
+start=$SECONDS
+KCERT_DB="host=127.0.0.1 port=$(cat "$work/proxy.port") user=$pg_user dbname=$db" KCERT_DB_STATEMENT_TIMEOUT=2 \
+  expect_status 2 timeout 600 "$kcert" nightly "${cases[@]}" --run-id stalled --report stalled --quiet
+grep -q "did not answer within 2 s (KCERT_DB_STATEMENT_TIMEOUT)" "$work/err.txt" || fail "stall not reported as such"
+grep -q "attention: the database was unavailable" "$work/out.txt" || fail "stall must say nothing was compared"
+kill $proxy 2>/dev/null || true
+spooled=$(grep -c '"type":"result"' .kcert/spool/stalled.jsonl)
+[[ $spooled -ge 8 ]] || fail "stalled run spooled $spooled results"
+expect_status 0 "$kcert" upload .kcert/spool/stalled.jsonl
+[[ $(sql "SELECT count(*) FROM result WHERE run_id = 'stalled'") == "$spooled" ]] || fail "upload after a stall"
+echo "stalled database: dropped after the deadline, run took $((SECONDS - start)) s, $spooled results uploaded"
+
 echo "nightly tests passed"

@@ -78,3 +78,48 @@ TEST_CASE("a server that accepts and never answers is an error within the connec
   CHECK(waited < kcert::store::kDefaultConnectTimeoutSeconds + 10);
   ::close(listener);
 }
+
+#include "harness/store/statement_deadline.hpp"
+
+// The statement deadline, on a real socket pair: an overrun round trip is cut off (the
+// blocked recv returns), one that finishes in time is left alone.
+TEST_CASE("the statement watchdog shuts a stalled socket down, and only a stalled one", "[store][deadline]") {
+  int fds[2];
+  REQUIRE(::socketpair(AF_UNIX, SOCK_STREAM, 0, fds) == 0);
+  kcert::store::StatementWatchdog watchdog;
+
+  // In time: disarmed before the deadline, the socket still carries data.
+  watchdog.arm(fds[0], 5.0);
+  CHECK_FALSE(watchdog.disarm());
+  REQUIRE(::send(fds[1], "x", 1, 0) == 1);
+  char c = 0;
+  CHECK(::recv(fds[0], &c, 1, 0) == 1);
+
+  // Stalled: the peer never answers; the blocked recv returns once the deadline passes.
+  const auto t0 = std::chrono::steady_clock::now();
+  watchdog.arm(fds[0], 0.3);
+  const auto got = ::recv(fds[0], &c, 1, 0);  // blocks until the watchdog acts
+  const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  CHECK(got == 0);
+  CHECK(waited >= 0.25);
+  CHECK(waited < 5.0);
+  CHECK(watchdog.disarm());
+  CHECK_FALSE(watchdog.disarm());  // reported once
+  ::close(fds[0]);
+  ::close(fds[1]);
+}
+
+TEST_CASE("KCERT_DB_STATEMENT_TIMEOUT is read and checked", "[store][deadline]") {
+  ::unsetenv("KCERT_DB_STATEMENT_TIMEOUT");
+  CHECK(kcert::store::statement_timeout_seconds() == 60.0);
+  ::setenv("KCERT_DB_STATEMENT_TIMEOUT", "2.5", 1);
+  CHECK(kcert::store::statement_timeout_seconds() == 2.5);
+  ::setenv("KCERT_DB_STATEMENT_TIMEOUT", "0", 1);
+  CHECK(kcert::store::statement_timeout_seconds() == 0.0);
+  for (const char* bad : {"-1", "ten", "5s", "nan"}) {
+    ::setenv("KCERT_DB_STATEMENT_TIMEOUT", bad, 1);
+    CHECK_THROWS_WITH(kcert::store::statement_timeout_seconds(),
+                      Catch::Contains("KCERT_DB_STATEMENT_TIMEOUT") && Catch::Contains(bad));
+  }
+  ::unsetenv("KCERT_DB_STATEMENT_TIMEOUT");
+}
