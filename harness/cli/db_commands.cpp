@@ -15,6 +15,10 @@ namespace kcert::cli {
 
 namespace {
 
+// A gate verdict column is NULL (read as "") for a harness ERROR, which ran no gate.
+nlohmann::json gate_json(const std::string& v) { return v.empty() ? nlohmann::json(nullptr) : nlohmann::json(v); }
+std::string gate_text(const std::string& v) { return v.empty() ? "-" : v; }
+
 constexpr const char* kConnectionHelp =
     "Connection: KCERT_DB (a postgresql:// URL or a libpq key=value string) when set, else\n"
     "libpq's PG* variables and ~/.pg_service.conf. Put passwords in ~/.pgpass, never on the\n"
@@ -151,7 +155,7 @@ void register_db_commands(CLI::App& app) {
         const auto& r = rows[i];
         out["runs"].push_back({{"started_at", r.started_at}, {"run_id", r.run_id}, {"environment", r.fingerprint},
                                {"cpu_model", r.cpu_model}, {"gpu", r.gpu}, {"torch_version", r.torch_version},
-                               {"verdict", r.verdict}, {"algebra", r.algebra}, {"bias", r.bias}, {"variance", r.variance},
+                               {"verdict", r.verdict}, {"algebra", gate_json(r.algebra)}, {"bias", gate_json(r.bias)}, {"variance", gate_json(r.variance)},
                                {"U", r.variance_u ? nlohmann::json(*r.variance_u) : nlohmann::json(nullptr)},
                                {"max_abs_z", r.max_abs_z ? nlohmann::json(*r.max_abs_z) : nlohmann::json(nullptr)},
                                {"flagged", flagged(r)}, {"verdict_changed", static_cast<bool>(changed[i])},
@@ -182,7 +186,7 @@ void register_db_commands(CLI::App& app) {
     for (std::size_t i = 0; i < rows.size(); ++i) {
       const auto& r = rows[i];
       std::cout << fmt::format("{:<20}  {:<26}  {:<16}  {:<7} {:<7} {:<7} {:<8} {:>9} {:>8}  {}\n", r.started_at,
-                               r.run_id.substr(0, 26), r.fingerprint, r.verdict, r.algebra, r.bias, r.variance,
+                               r.run_id.substr(0, 26), r.fingerprint, r.verdict, gate_text(r.algebra), gate_text(r.bias), gate_text(r.variance),
                                opt(r.variance_u), opt(r.max_abs_z), changed[i] ? "<- verdict changed" : "");
     }
     std::map<std::string, const store::HistoryRow*> envs;

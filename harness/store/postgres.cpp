@@ -254,10 +254,11 @@ bool ResultStore::store_result(const nlohmann::json& run, const nlohmann::json& 
     const std::string kind = tc.at("kind");
     const std::string verdict = need(r, "verdict");
     const bool error = verdict == "ERROR";
-    // An ERROR row ran no gate to its end: its gate columns say ERROR (they used to read PASS,
-    // from documents written before the gates said so themselves).
-    const auto gate_verdict = [&](const char* g) { return error ? std::string("ERROR") : gates.at(g).at("verdict").get<std::string>(); };
+    // An ERROR row ran no gate to its end: its gate columns are NULL (schema/005), its reason
+    // is in `error`. They once read PASS, the gates' defaults, and counted as passing.
+    const auto gate_verdict = [&](const char* g) { return error ? std::string() : gates.at(g).at("verdict").get<std::string>(); };
     const std::string va = gate_verdict("algebra"), vb = gate_verdict("bias"), vv = gate_verdict("variance");
+    const Param pa = error ? null() : str(va), pb = error ? null() : str(vb), pv = error ? null() : str(vv);
     const bool any_warn_or_fail = va != "PASS" || vb != "PASS" || vv != "PASS";
     const bool any_fail = va == "FAIL" || vb == "FAIL" || vv == "FAIL";
     const Param detected = (kind == "negative" && !error) ? str(any_warn_or_fail ? "true" : "false") : null();
@@ -280,7 +281,9 @@ bool ResultStore::store_result(const nlohmann::json& run, const nlohmann::json& 
     const auto& runtime = r.value("runtime", nlohmann::json::object());
     const Param z = have_z ? finite(nlohmann::json(max_z)) : null();
     const Param u = finite(gates.at("variance").value("U", nlohmann::json()));
-    const Param err = r.contains("error") ? str(r.at("error").get<std::string>()) : null();
+    const Param err = r.contains("error") && r.at("error").is_string() ? str(r.at("error").get<std::string>())
+                      : error                                          ? str("harness error (no reason recorded)")
+                                                                       : null();
     const Param seed = str(std::to_string(probe.value("seed", std::uint64_t{0})));
     const Param duration = str(format_double(runtime.value("seconds", 0.0)));
     const Param calibration = r.contains("calibration") && r.at("calibration").is_string()
@@ -296,7 +299,7 @@ bool ResultStore::store_result(const nlohmann::json& run, const nlohmann::json& 
         need(rec, "run_id").get<std::string>(), rec.value("shard_index", 0), testcase_id, environment_id,
         r.at("reference").at("variant").get<std::string>(), r.at("reference").at("version").get<std::string>(),
         r.at("production").at("variant").get<std::string>(), r.at("production").at("version").get<std::string>(), verdict,
-        va, vb, vv, detected.c(), false_alarm.c(), r.value("replicates", std::uint64_t{0}), seed.c(), u.c(), z.c(),
+        pa.c(), pb.c(), pv.c(), detected.c(), false_alarm.c(), r.value("replicates", std::uint64_t{0}), seed.c(), u.c(), z.c(),
         thresholds.dump(), duration.c(), err.c(), r.dump(), calibration.c());
     if (inserted.empty()) return false;  // this run already holds this case: nothing to add
     const auto result_id = inserted[0][0].as<long long>();

@@ -248,3 +248,45 @@ TEST_CASE("the read-only role is refused a write", "[postgres]") {
   CHECK_THROWS_AS(w.exec("INSERT INTO run (id, started_at, kcert_version) VALUES ('x', now(), 'v')"),
                   pqxx::insufficient_privilege);
 }
+
+#include "harness/store/spool.hpp"
+
+TEST_CASE("a harness ERROR is stored with NULL gate verdicts and its reason", "[postgres]") {
+  const auto db = fresh_database("kcert_t_error_row");
+  run_kcert(db, "db migrate");
+  kcert::store::RunInfo run;
+  run.run_id = "error-row";
+  run.started_at = "2026-12-01T00:00:00Z";
+  run.kcert_version = "test";
+  run.environment = kcert::store::detect_environment();
+  kcert::engine::CaseResult broken;
+  broken.testcase.id = "broken";
+  broken.testcase.kind = kcert::contract::Kind::positive;
+  broken.testcase.family = "rmsnorm";
+  broken.error = "production variant 'x' returned Float, expected BFloat16";
+  kcert::engine::CaseResult fine;
+  fine.testcase.id = "fine";
+  fine.testcase.kind = kcert::contract::Kind::positive;
+  fine.testcase.family = "rmsnorm";
+  kcert::store::ResultStore store(db);
+  const auto run_rec = kcert::store::run_record(run);
+  store.store_run(run_rec);
+  CHECK(store.store_result(run_rec, kcert::store::result_record(run, broken)));
+  CHECK(store.store_result(run_rec, kcert::store::result_record(run, fine)));
+
+  pqxx::connection c(db);
+  pqxx::work w(c);
+  const auto row = w.exec1(
+      "SELECT r.verdict, r.algebra_verdict IS NULL AND r.bias_verdict IS NULL AND r.variance_verdict IS NULL, r.error, "
+      " r.false_alarm IS NULL FROM result r JOIN testcase t ON t.id = r.testcase_id WHERE t.case_id = 'broken'");
+  CHECK(row[0].as<std::string>() == "ERROR");
+  CHECK(row[1].as<bool>());
+  CHECK(row[2].as<std::string>() == broken.error);
+  CHECK(row[3].as<bool>());  // neither a false alarm nor a clean pass
+  CHECK(w.exec1("SELECT algebra_verdict FROM result r JOIN testcase t ON t.id = r.testcase_id WHERE t.case_id = 'fine'")[0]
+            .as<std::string>() == "PASS");
+  // A gate count over the columns no longer counts the case that never ran as passing.
+  CHECK(w.exec1("SELECT count(*) FROM result WHERE bias_verdict = 'PASS'")[0].as<int>() == 1);
+  // The schema holds the rule: a PASS row without gate verdicts, or an ERROR without a reason, is refused.
+  CHECK_THROWS_AS(w.exec0("UPDATE result SET algebra_verdict = NULL WHERE verdict = 'PASS'"), pqxx::check_violation);
+}
