@@ -9,12 +9,14 @@
 #include "harness/cli/exit_codes.hpp"
 #include "harness/cli/khat_reader.hpp"
 #include "harness/cli/list_command.hpp"
+#include "harness/cli/resources.hpp"
 #include "harness/cli/run_cases_command.hpp"
 #include "harness/cli/suite_command.hpp"
 #include "harness/cli/nightly_command.hpp"
 #include "harness/store/json.hpp"
 #include "harness/cli/tail_fit_command.hpp"
 #include "harness/kernels/registry.hpp"
+#include "harness/numerics/process_policy.hpp"
 #include "harness/numerics/runtime.hpp"
 
 int main(int argc, char** argv) {
@@ -31,7 +33,8 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", "kcert " KCERT_VERSION);
   int threads = 0;
   app.add_option("--threads", threads,
-                 "LibTorch intra-op threads (default: the hardware concurrency)")
+                 "LibTorch intra-op threads (default: OMP_NUM_THREADS, else SLURM_CPUS_PER_TASK, else the CPUs this "
+                 "process may use: affinity mask and cgroup quota)")
       ->check(CLI::NonNegativeNumber);
   std::vector<std::string> plugins;
   app.add_option("--plugin", plugins,
@@ -41,13 +44,28 @@ int main(int argc, char** argv) {
   app.add_flag("--allow-case-plugins", allow_case_plugins,
                "let a case's `plugins:` key load libraries you did not name with --plugin (a case file is then code)");
 
+  std::string memory_limit;
+  app.add_option("--memory-limit", memory_limit,
+                 "refuse, at load, a case whose estimated memory at one replicate per kernel call exceeds this "
+                 "(8G, 512MiB, 60%; also KCERT_MEMORY_LIMIT; default: half the physical or cgroup memory)");
+
   app.fallthrough();  // global options may follow the subcommand: kcert run x.yaml --threads 2
 
   kcert::kernels::Registry registry;
   kcert::kernels::register_builtin_families(registry);
   // Runs after parsing and before any subcommand's work: threads and plugins first.
-  app.parse_complete_callback([&threads, &plugins, &registry, &allow_case_plugins]() {
-    kcert::numerics::configure_intra_op_threads(threads);
+  app.parse_complete_callback([&app, argc, argv, &threads, &plugins, &registry, &allow_case_plugins, &memory_limit]() {
+    // Commands that run kernels get the thread policy (process_policy.hpp), which may
+    // re-execute kcert once so that libgomp and OpenBLAS read it when they load.
+    bool runs_kernels = false;
+    for (const char* name : {"run", "suite", "nightly"}) runs_kernels |= app.got_subcommand(name);
+    if (runs_kernels) kcert::numerics::apply_process_policy(argc, argv, threads);
+    else kcert::numerics::configure_intra_op_threads(kcert::numerics::decide_threads(threads).threads);
+    if (!memory_limit.empty()) {
+      kcert::cli::set_memory_limit(kcert::cli::parse_memory_limit(memory_limit), "--memory-limit " + memory_limit);
+    } else if (const char* env = std::getenv("KCERT_MEMORY_LIMIT"); env && *env) {
+      kcert::cli::set_memory_limit(kcert::cli::parse_memory_limit(env), std::string("KCERT_MEMORY_LIMIT=") + env);
+    }
     kcert::cli::allow_case_plugins(allow_case_plugins);
     std::vector<std::string> all;
     if (const char* env = std::getenv("KCERT_PLUGINS")) {

@@ -1,4 +1,5 @@
 #include "harness/cli/run_cases_command.hpp"
+#include "harness/cli/resources.hpp"
 
 #include <fmt/format.h>
 #include <unistd.h>
@@ -79,6 +80,11 @@ std::vector<contract::TestCase> load_cases(const std::vector<std::string>& paths
         continue;
       }
       seen.emplace(tc.id, f);
+      // Refused before anything is allocated: a shape typo must not take the machine down.
+      if (const auto why = memory_refusal(tc, registry)) {
+        errors += f + ": " + *why + "\n";
+        continue;
+      }
       cases.push_back(std::move(tc));
     } catch (const testcase::LoadError& e) {
       errors += std::string(e.what()) + "\n";

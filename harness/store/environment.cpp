@@ -1,5 +1,7 @@
 #include "harness/store/environment.hpp"
 
+#include "harness/numerics/process_policy.hpp"
+
 #include <ATen/Context.h>
 #include <ATen/Parallel.h>
 #include <ATen/Utils.h>
@@ -108,6 +110,8 @@ Environment detect_environment() {
   id["torch_cuda"] = config_line(config, "CUDA Runtime");
   id["blas"] = blas_library();
   id["torch_blas_info"] = config_line(config, "BLAS_INFO");
+  // OpenBLAS kernels differ per core at the ULP level (numerics/process_policy.hpp).
+  id["blas_core"] = numerics::process_policy().openblas_core;
   id["torch_cpu_capability"] = config_line(config, "CPU capability usage");  // ATen's kernel dispatch level
   id["onednn"] = at::hasMKLDNN() ? (at::globalContext().userEnabledMkldnn() ? "enabled" : "disabled") : "absent";
   // GPU identity from the driver, whatever LibTorch was built with.
@@ -123,6 +127,10 @@ Environment detect_environment() {
   env.identity = id;  // nlohmann::json objects keep keys sorted: a canonical dump
   env.details["torch_build_config"] = config;
   env.details["threads"] = at::get_num_threads();
+  const auto& policy = numerics::process_policy();
+  env.details["thread_policy"] = {{"threads_source", policy.threads_source}, {"omp_wait_policy", policy.omp_wait_policy},
+                                  {"openblas_threads", policy.openblas_threads}, {"openblas_core", policy.openblas_core},
+                                  {"openblas_core_note", policy.openblas_core_note}};
   env.fingerprint = fingerprint_of(id);
   return env;
 }

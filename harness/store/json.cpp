@@ -1,10 +1,14 @@
 #include "harness/store/json.hpp"
 
+#include "harness/numerics/process_policy.hpp"
+
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
+#include <functional>
 
 #include <cmath>
 #include <cstdio>
@@ -221,6 +225,9 @@ nlohmann::json to_json(const engine::CaseResult& r) {
   j["runtime"] = {{"threads", r.runtime.threads}, {"batch", r.runtime.batch}, {"seconds", r.runtime.seconds},
                   {"kernel_seconds", r.runtime.kernel_seconds}, {"draw_seconds", r.runtime.draw_seconds},
                   {"observe_seconds", r.runtime.observe_seconds}, {"stats_seconds", r.runtime.stats_seconds}};
+  const auto& policy = numerics::process_policy();
+  j["runtime"]["policy"] = {{"threads_source", policy.threads_source}, {"omp_wait_policy", policy.omp_wait_policy},
+                            {"openblas_threads", policy.openblas_threads}, {"openblas_core", policy.openblas_core}};
   return j;
 }
 
@@ -235,7 +242,38 @@ nlohmann::json without_runtime(nlohmann::json document) {
   return document;
 }
 
+namespace {
+// "-", /dev/stdout, a FIFO: written in place. The temporary-and-rename below would replace
+// the device node itself (as root, /dev/stdout became a regular file holding a results
+// document).
+bool is_stream_target(const std::string& path) {
+  if (path == "-" || path.rfind("/dev/", 0) == 0 || path.rfind("/proc/", 0) == 0) return true;
+  struct stat st {};
+  return ::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode);
+}
+
+void write_all(int fd, const std::string& content, const std::function<void(const std::string&)>& fail) {
+  for (std::size_t done = 0; done < content.size();) {
+    const auto n = ::write(fd, content.data() + done, content.size() - done);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      ::close(fd);
+      fail("write failed after " + std::to_string(done) + " of " + std::to_string(content.size()) + " bytes");
+    }
+    done += static_cast<std::size_t>(n);
+  }
+}
+}  // namespace
+
 void write_text_file(const std::string& path, const std::string& content) {
+  if (is_stream_target(path)) {
+    const auto fail = [&](const std::string& what) { throw WriteError(path + ": " + what + ": " + std::strerror(errno)); };
+    const int fd = path == "-" ? ::dup(STDOUT_FILENO) : ::open(path.c_str(), O_WRONLY | O_CLOEXEC);
+    if (fd < 0) fail("cannot open");
+    write_all(fd, content, fail);
+    if (::close(fd) != 0) fail("cannot close");
+    return;
+  }
   // Checked at every step: an ofstream reports a full disk only when its buffer is flushed
   // at close, which nobody checks (a tail CSV kept 4096 of 13,423 bytes and the nightly
   // exited 0). Written to PATH.tmp and renamed, so a failure leaves the old file or none.
@@ -247,15 +285,7 @@ void write_text_file(const std::string& path, const std::string& content) {
   };
   const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) fail("cannot create");
-  for (std::size_t done = 0; done < content.size();) {
-    const auto n = ::write(fd, content.data() + done, content.size() - done);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      ::close(fd);
-      fail("write failed after " + std::to_string(done) + " of " + std::to_string(content.size()) + " bytes");
-    }
-    done += static_cast<std::size_t>(n);
-  }
+  write_all(fd, content, fail);
   if (::fsync(fd) != 0) {
     ::close(fd);
     fail("cannot sync");

@@ -1,0 +1,100 @@
+#include "harness/cli/resources.hpp"
+
+#include <unistd.h>
+
+#include <cctype>
+#include <cmath>
+#include <fstream>
+
+#include "harness/cli/exit_codes.hpp"
+#include "harness/kernels/footprint.hpp"
+#include "harness/numerics/precision.hpp"
+
+namespace kcert::cli {
+
+namespace {
+double g_limit = 0;  // 0: not set yet
+std::string g_source;
+
+// A cgroup memory limit in bytes from one of its files; nullopt for "max" or no file.
+std::optional<double> cgroup_limit(const char* path) {
+  std::ifstream in(path);
+  std::string v;
+  if (!(in >> v) || v == "max") return std::nullopt;
+  char* end = nullptr;
+  const double b = std::strtod(v.c_str(), &end);
+  // cgroup v1 reports "no limit" as a huge page-rounded number.
+  return (end && *end == '\0' && b > 0 && b < 1e18) ? std::optional<double>(b) : std::nullopt;
+}
+}  // namespace
+
+double available_memory_bytes() {
+  double bytes = static_cast<double>(::sysconf(_SC_PHYS_PAGES)) * static_cast<double>(::sysconf(_SC_PAGESIZE));
+  for (const char* f : {"/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"}) {
+    if (const auto c = cgroup_limit(f)) bytes = std::min(bytes, *c);
+  }
+  return bytes;
+}
+
+double parse_memory_limit(const std::string& text) {
+  const auto bad = [&] {
+    return UsageError("--memory-limit '" + text +
+                      "': expected a size such as 8G, 512MiB, 1.5GB or 4000000000, or a share of memory such as 60%");
+  };
+  std::size_t pos = 0;
+  double v = 0;
+  try {
+    v = std::stod(text, &pos);
+  } catch (const std::exception&) {
+    throw bad();
+  }
+  std::string unit;
+  for (std::size_t i = pos; i < text.size(); ++i) {
+    if (!std::isspace(static_cast<unsigned char>(text[i]))) unit += static_cast<char>(std::toupper(static_cast<unsigned char>(text[i])));
+  }
+  double bytes = 0;
+  if (unit == "%") bytes = v / 100.0 * available_memory_bytes();
+  else if (unit.empty() || unit == "B") bytes = v;
+  else if (unit == "K" || unit == "KB" || unit == "KIB") bytes = v * 1024;
+  else if (unit == "M" || unit == "MB" || unit == "MIB") bytes = v * 1024 * 1024;
+  else if (unit == "G" || unit == "GB" || unit == "GIB") bytes = v * 1024 * 1024 * 1024;
+  else if (unit == "T" || unit == "TB" || unit == "TIB") bytes = v * 1024 * 1024 * 1024 * 1024;
+  else throw bad();
+  if (!std::isfinite(bytes) || bytes <= 0) throw bad();
+  return bytes;
+}
+
+void set_memory_limit(double bytes, std::string source) {
+  g_limit = bytes;
+  g_source = std::move(source);
+}
+
+double memory_limit_bytes() {
+  if (g_limit <= 0) set_memory_limit(available_memory_bytes() / 2, "half the available memory");
+  return g_limit;
+}
+
+const std::string& memory_limit_source() {
+  memory_limit_bytes();
+  return g_source;
+}
+
+std::optional<std::string> memory_refusal(const contract::TestCase& tc, const kernels::Registry& registry) {
+  const auto f = kernels::builtin_footprint(tc.family, tc.probe);
+  if (!f) return std::nullopt;
+  const auto* family = registry.find_family(tc.family);
+  const auto format = family && family->output_format ? family->output_format(tc.probe) : tc.probe.dtype;
+  const int out_bytes = static_cast<int>(c10::elementSize(numerics::to_dtype(format)));
+  const auto m = kernels::estimate_memory(*f, out_bytes, family && family->selects);
+  const double need = m.at_batch(1);
+  if (need <= memory_limit_bytes()) return std::nullopt;
+  const double in = 20 * f->input, out = m.per_replicate - 20 * f->input - 16 * f->work, work = 16 * f->work;
+  return "probe.shape: this case needs about " + kernels::describe_bytes(need) +
+         " at one replicate per kernel call (inputs " + kernels::describe_bytes(in) + ", outputs " +
+         kernels::describe_bytes(out) + ", intermediates " + kernels::describe_bytes(work) + ", fixed weights " +
+         kernels::describe_bytes(m.fixed) + "), more than the memory limit " +
+         kernels::describe_bytes(memory_limit_bytes()) + " (" + memory_limit_source() +
+         "; --memory-limit or KCERT_MEMORY_LIMIT to change it)";
+}
+
+}  // namespace kcert::cli

@@ -1,0 +1,44 @@
+#pragma once
+// How much memory a case needs, from its shapes alone, before anything is allocated. The
+// engine sizes its batches with it and the commands refuse, at load, a case that cannot fit
+// (issue 13: `tokens: 4000000` reached 5.9 GB and asked for 8 GB more; `tokens: 1e12` asked
+// LibTorch for a petabyte). Free of LibTorch: shapes in, element counts out.
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "harness/kernels/schema.hpp"
+
+namespace kcert::kernels {
+
+// Element counts of one replicate (without the batch dimension), and of the fixed inputs.
+// Doubles: a hostile shape must not overflow the arithmetic that refuses it.
+struct Footprint {
+  double input = 0;    // the family's per-replicate input tensors, together
+  double output = 0;   // one output
+  double work = 0;     // the largest intermediate the kernels build (attention scores, ...)
+  double fixed = 0;    // weights and tables, drawn once per case
+};
+
+// The footprint of a shipped family; nullopt for a family kcert does not know (a plugin's),
+// whose batches are then sized from the tensors of its first replicate.
+std::optional<Footprint> builtin_footprint(const std::string& family, const ProbeContract& probe);
+
+// Bytes the engine holds for one replicate of a batch, and for the case's fixed part, when
+// the outputs are `output_bytes` wide (2 for bf16/fp16, 4 for fp32). The factors count the
+// copies the engine makes, not a guess at the allocator: inputs are drawn in fp32, stacked,
+// and copied to W and to fp64 (4 + 4 + 4 + 8 = 20 bytes per element); outputs exist as ref
+// and prod in W, the fp64 oracle, a second oracle for selecting families, and the sweep's
+// fp64 views of ref and prod (2w + 8·oracles + 16); intermediates are fp64 under the oracle's
+// policy, and kernels keep about two alive (16 bytes per element).
+struct MemoryEstimate {
+  double per_replicate = 0;
+  double fixed = 0;
+  double at_batch(double batch) const { return fixed + per_replicate * batch; }
+};
+MemoryEstimate estimate_memory(const Footprint& f, int output_bytes, bool selects);
+
+// "3.2 GiB", "512 MiB": sizes for messages.
+std::string describe_bytes(double bytes);
+
+}  // namespace kcert::kernels
