@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "harness/engine/draw.hpp"
 #include "harness/engine/engine.hpp"
 #include "harness/testcase/loader.hpp"
 #include "harness/numerics/runtime.hpp"
@@ -35,15 +36,12 @@ double bare_evaluation(const kcert::contract::TestCase& tc, const kcert::kernels
   const auto R = static_cast<std::int64_t>(tc.gates.replicates);
   for (std::int64_t done = 0; done < R; done += batch) {
     const auto b = std::min(batch, R - done);
-    std::map<std::string, std::vector<torch::Tensor>> parts;
-    for (std::int64_t j = 0; j < b; ++j) {
-      const auto rep = family.make_replicate(tc.probe, fixed, kcert::stats::derive_seed(tc.probe.seed, done + j));
-      for (const auto& [n, t] : rep.tensors()) parts[n].push_back(t);
-    }
+    // The same parallel draw as the engine's: the bare work done the best way it can be.
+    const auto drawn = kcert::engine::draw_replicates(family, tc.probe, fixed, tc.probe.seed,
+                                                      static_cast<std::uint64_t>(done), b);
     auto in_w = fixed;
     auto in_64 = fixed64;
-    for (auto& [n, list] : parts) {
-      auto stacked = torch::stack(list);
+    for (const auto& [n, stacked] : drawn.tensors()) {
       in_64.set(n, stacked.to(torch::kFloat64));
       in_w.set(n, stacked);
     }
@@ -53,7 +51,7 @@ double bare_evaluation(const kcert::contract::TestCase& tc, const kcert::kernels
     if (done < tc.gates.algebra_replicates) {
       kcert::kernels::KernelInputs alg = fixed64;
       const auto k = std::min<std::int64_t>(b, tc.gates.algebra_replicates - done);
-      for (auto& [n, list] : parts) alg.set(n, in_64.at(n).narrow(0, 0, k));
+      for (const auto& [n, stacked] : drawn.tensors()) alg.set(n, in_64.at(n).narrow(0, 0, k));
       auto q = prod.fn(alg, exact, tc.production.params);
     }
   }

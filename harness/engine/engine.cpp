@@ -1,4 +1,5 @@
 #include "harness/engine/engine.hpp"
+#include "harness/engine/draw.hpp"
 #include "harness/kernels/footprint.hpp"
 
 #include <algorithm>
@@ -154,14 +155,7 @@ class PairEvaluator {
   // Replicates first .. first + count - 1, stacked along the batch dimension.
   Outputs evaluate(std::uint64_t first, std::int64_t count) {
     const auto td = Clock::now();
-    std::map<std::string, std::vector<torch::Tensor>> parts;
-    for (std::int64_t j = 0; j < count; ++j) {
-      const auto seed = stats::derive_seed(tc_.probe.seed, first + static_cast<std::uint64_t>(j));
-      const auto replicate = family_.make_replicate(tc_.probe, fixed_cpu_, seed);
-      for (const auto& [name, t] : replicate.tensors()) parts[name].push_back(t);
-    }
-    KernelInputs stacked;
-    for (auto& [name, list] : parts) stacked.set(name, torch::stack(list));
+    const auto stacked = draw_replicates(family_, tc_.probe, fixed_cpu_, tc_.probe.seed, first, count);
     const auto in_w = merge(fixed_w_, to_inputs(stacked, device_, std::nullopt));
     batch_64_ = to_inputs(stacked, device_, torch::kFloat64);
     const auto in_64 = merge(fixed_64_, batch_64_);

@@ -1,4 +1,5 @@
 #include "harness/gates/algebra_gate.hpp"
+#include "harness/stats/format.hpp"
 
 #include <algorithm>
 #include <string>
@@ -36,12 +37,12 @@ AlgebraResult AlgebraGate::decide() const {
     r.reason = "NaN/Inf patterns differ under the fp64 policy at " + location_text(where_);
   } else if (worst_ > tolerance_) {
     r.verdict = Verdict::fail;
-    r.reason = "different real functions: max relative discrepancy " + std::to_string(worst_) + " > " +
-               std::to_string(tolerance_) + " at " + location_text(where_);
+    r.reason = "different real functions: max relative discrepancy " + stats::format_number(worst_) + " > " +
+               stats::format_number(tolerance_) + " at " + location_text(where_);
   } else {
     r.verdict = Verdict::pass;
     r.reason = "same function on " + std::to_string(replicates_) + " fp64 replicates (max discrepancy " +
-               std::to_string(worst_) + ")";
+               stats::format_number(worst_) + ")";
   }
   return r;
 }

@@ -104,13 +104,24 @@ BatchObservations observe(const torch::Tensor& ref_t, const torch::Tensor& prod_
                           const torch::Tensor& oracle_alt, const BucketLayout& layout, std::int64_t first_replicate,
                           at::IntArrayRef output_shape, stats::FloatFormat working) {
   const auto [rtol, atol] = assert_close_tolerances(working);
-  // W values are exact in fp64; an all-fp64 sweep vectorizes where a mixed one does not.
-  const auto ref = ref_t.to(torch::kCPU).to(torch::kFloat64).contiguous();
-  const auto prod = prod_t.to(torch::kCPU).to(torch::kFloat64).contiguous();
+  // ref and prod are swept as stored (bf16, fp32) and widened in the sweep: W values are
+  // exact in fp64, and fp64 copies of both cost more memory traffic than the sweep itself.
+  auto ref = ref_t.to(torch::kCPU).contiguous();
+  auto prod = prod_t.to(torch::kCPU).contiguous();
+  detail::ElementType type = detail::ElementType::f64;
+  if (ref.scalar_type() == prod.scalar_type() && ref.scalar_type() == torch::kBFloat16) {
+    type = detail::ElementType::bf16;
+  } else if (ref.scalar_type() == prod.scalar_type() && ref.scalar_type() == torch::kFloat32) {
+    type = detail::ElementType::f32;
+  } else {
+    ref = ref.to(torch::kFloat64);
+    prod = prod.to(torch::kFloat64);
+  }
   const auto oracle = oracle_t.to(torch::kCPU).to(torch::kFloat64).contiguous();
   std::optional<SideOracles> sides;
   if (oracle_alt.defined()) {
-    sides = resolve_near_ties(ref, prod, oracle, oracle_alt.to(torch::kCPU).to(torch::kFloat64).contiguous());
+    sides = resolve_near_ties(ref.to(torch::kFloat64), prod.to(torch::kFloat64), oracle,
+                              oracle_alt.to(torch::kCPU).to(torch::kFloat64).contiguous());
   }
   const double* oracle_ref = sides ? sides->ref.data_ptr<double>() : oracle.data_ptr<double>();
   const double* oracle_prod = sides ? sides->prod.data_ptr<double>() : oracle.data_ptr<double>();
@@ -121,8 +132,9 @@ BatchObservations observe(const torch::Tensor& ref_t, const torch::Tensor& prod_
   BatchObservations out;
   const auto locate_nonfinite = [&]() {
     // Rare path: find the first offending element, in replicate and element order.
-    const double* pr = ref.data_ptr<double>();
-    const double* pp = prod.data_ptr<double>();
+    const auto ref64 = ref.to(torch::kFloat64), prod64 = prod.to(torch::kFloat64);
+    const double* pr = ref64.data_ptr<double>();
+    const double* pp = prod64.data_ptr<double>();
     const double* po = oracle.data_ptr<double>();
     for (std::int64_t k = 0; k < batch * n; ++k) {
       const bool fr = std::isfinite(pr[k]), fp = std::isfinite(pp[k]), fo = std::isfinite(po[k]);
@@ -147,9 +159,10 @@ BatchObservations observe(const torch::Tensor& ref_t, const torch::Tensor& prod_
     o.magnitude.assign(G, 0.0);
     o.abs_oracle.assign(G, 0.0);
     detail::SweepOutput sweep_out{o.delta.data(), o.magnitude.data(), o.abs_oracle.data()};
-    detail::sweep(ref.data_ptr<double>() + b * n, prod.data_ptr<double>() + b * n, oracle.data_ptr<double>() + b * n,
-                  oracle_ref + b * n, oracle_prod + b * n, n, layout.ids.data(), layout.buckets, layout.pattern, rtol,
-                  atol, sweep_out);
+    const auto offset = static_cast<std::size_t>(b * n) * ref.element_size();
+    detail::sweep(static_cast<const char*>(ref.data_ptr()) + offset, static_cast<const char*>(prod.data_ptr()) + offset,
+                  type, oracle.data_ptr<double>() + b * n, oracle_ref + b * n, oracle_prod + b * n, n,
+                  layout.ids.data(), layout.buckets, layout.pattern, rtol, atol, sweep_out);
     if (sides) o.selection = sides->counts[static_cast<std::size_t>(b)];
     if (!sweep_out.finite) all_finite = false;
     o.e_prod = sweep_out.e_prod;

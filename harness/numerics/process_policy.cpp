@@ -169,17 +169,26 @@ void apply_process_policy(int argc, char** argv, int requested_threads) {
   p.threads = configure_intra_op_threads(p.threads);
   p.omp_wait_policy = env_or("OMP_WAIT_POLICY", "libgomp default (spin, then sleep)");
   p.openblas_threads = env_or("OPENBLAS_NUM_THREADS", "OpenBLAS default (one per core)");
-  p.openblas_core = openblas_core();
+  // As requested when OPENBLAS_CORETYPE is set (so that commands which load no kernels name the same
+  // environment), else as OpenBLAS detected it.
+  p.openblas_core = env_or("OPENBLAS_CORETYPE", openblas_core());
   g_policy = p;
   g_applied = true;
 }
 
 const ProcessPolicy& process_policy() {
   if (!g_applied) {
+    // A command that runs no kernel (calibrate, history, db) did not apply the policy, but
+    // the environment it names must be the one the nightly ran in: what apply_process_policy
+    // would put in effect here, not this process's library defaults.
     g_policy = decide_threads(0);
-    g_policy.omp_wait_policy = env_or("OMP_WAIT_POLICY", "libgomp default (spin, then sleep)");
-    g_policy.openblas_threads = env_or("OPENBLAS_NUM_THREADS", "OpenBLAS default (one per core)");
-    g_policy.openblas_core = openblas_core();
+    const char* no_reexec = std::getenv("KCERT_NO_REEXEC");
+    const bool applies = !(no_reexec && std::strcmp(no_reexec, "1") == 0);
+    g_policy.omp_wait_policy = env_or("OMP_WAIT_POLICY", applies ? "passive" : "libgomp default (spin, then sleep)");
+    g_policy.openblas_threads = env_or("OPENBLAS_NUM_THREADS", applies ? "1" : "OpenBLAS default (one per core)");
+    const auto detected = openblas_core();
+    const auto chosen = choose_openblas_core(detected, best_core_for_cpu());
+    g_policy.openblas_core = env_or("OPENBLAS_CORETYPE", applies && !chosen.empty() ? chosen : detected);
     g_applied = true;
   }
   return g_policy;

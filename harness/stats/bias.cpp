@@ -1,4 +1,5 @@
 #include "harness/stats/bias.hpp"
+#include "harness/stats/format.hpp"
 
 #include <boost/math/distributions/normal.hpp>
 #include <boost/math/distributions/students_t.hpp>
@@ -18,7 +19,7 @@ void require_positive(double value, const char* field) {
   if (!(value > 0.0) || !std::isfinite(value)) {
     throw std::invalid_argument(std::string("bias thresholds: ") + field +
                                 " must be a positive finite number, got " +
-                                std::to_string(value));
+                                format_number(value));
   }
 }
 }  // namespace
@@ -55,15 +56,15 @@ BucketDecision decide_bucket(const BucketSample& b, const BiasThresholds& t, dou
   }
   if (!(b.sd >= 0.0) || !std::isfinite(b.sd)) {
     throw std::invalid_argument("decide_bucket: sd must be finite and >= 0, got " +
-                                std::to_string(b.sd));
+                                format_number(b.sd));
   }
   if (!(b.ulp > 0.0) || !std::isfinite(b.ulp)) {
     throw std::invalid_argument("decide_bucket: ulp must be positive and finite, got " +
-                                std::to_string(b.ulp));
+                                format_number(b.ulp));
   }
   if (!std::isfinite(b.mean)) {
     throw std::invalid_argument("decide_bucket: mean must be finite, got " +
-                                std::to_string(b.mean));
+                                format_number(b.mean));
   }
   constexpr double inf = std::numeric_limits<double>::infinity();
   BucketDecision d;
@@ -108,7 +109,7 @@ CertifiedHorizon certified_horizon(std::uint64_t replicates, double z_star, doub
   }
   if (!(beta > 0.0 && beta < 1.0)) {
     throw std::invalid_argument("certified_horizon: beta must lie in (0, 1), got " +
-                                std::to_string(beta));
+                                format_number(beta));
   }
   const boost::math::normal_distribution<double> standard;
   const double z_power = boost::math::quantile(standard, 1.0 - beta);

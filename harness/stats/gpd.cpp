@@ -1,4 +1,5 @@
 #include "harness/stats/gpd.hpp"
+#include "harness/stats/format.hpp"
 
 #include <algorithm>
 #include <boost/math/tools/minima.hpp>
@@ -102,7 +103,7 @@ void validate_sample(std::span<const double> y) {
   for (std::size_t i = 0; i < y.size(); ++i) {
     if (!std::isfinite(y[i]) || y[i] < 0.0) {
       throw std::invalid_argument("fit_gpd: exceedance y[" + std::to_string(i) +
-                                  "] must be finite and >= 0, got " + std::to_string(y[i]));
+                                  "] must be finite and >= 0, got " + format_number(y[i]));
     }
     ymax = std::max(ymax, y[i]);
   }
@@ -114,7 +115,7 @@ void validate_sample(std::span<const double> y) {
 double gpd_log_likelihood(std::span<const double> y, double xi, double sigma) {
   if (!(sigma > 0.0) || !std::isfinite(sigma) || !std::isfinite(xi)) {
     throw std::invalid_argument("gpd_log_likelihood: needs finite xi and sigma > 0, got xi=" +
-                                std::to_string(xi) + " sigma=" + std::to_string(sigma));
+                                format_number(xi) + " sigma=" + format_number(sigma));
   }
   const double n = static_cast<double>(y.size());
   if (xi == 0.0) {
@@ -144,7 +145,7 @@ double gpd_log_likelihood(std::span<const double> y, double xi, double sigma) {
 GpdFit fit_gpd(std::span<const double> y, double xi_max) {
   validate_sample(y);
   if (!(xi_max >= -1.0)) {
-    throw std::invalid_argument("fit_gpd: xi_max must be >= -1, got " + std::to_string(xi_max));
+    throw std::invalid_argument("fit_gpd: xi_max must be >= -1, got " + format_number(xi_max));
   }
   const Profile profile(y);
 
@@ -225,11 +226,11 @@ double return_level(double u, double sigma, double xi, double zeta, double horiz
   const double m = horizon * zeta;
   if (!(m > 1.0)) {
     throw std::domain_error("return_level: the horizon does not reach the tail (T·zeta = " +
-                            std::to_string(m) + " <= 1)");
+                            format_number(m) + " <= 1)");
   }
   if (!(sigma > 0.0)) {
     throw std::invalid_argument("return_level: sigma must be positive, got " +
-                                std::to_string(sigma));
+                                format_number(sigma));
   }
   const double log_m = std::log(m);
   if (xi == 0.0) return u + sigma * log_m;

@@ -1,4 +1,5 @@
 #include "harness/stats/return_level_bound.hpp"
+#include "harness/stats/format.hpp"
 
 #include <algorithm>
 #include <boost/math/distributions/chi_squared.hpp>
@@ -93,7 +94,7 @@ double crossing(const Profile& p, double d_in, double d_out, double target) {
 ReturnLevelInterval profile_return_level(std::span<const double> y, double u, double zeta, double horizon, double level,
                                          double xi_max) {
   if (!(level > 0.5 && level < 1.0)) {
-    throw std::invalid_argument("profile_return_level: level must lie in (0.5, 1), got " + std::to_string(level));
+    throw std::invalid_argument("profile_return_level: level must lie in (0.5, 1), got " + format_number(level));
   }
   if (!(xi_max >= -1.0)) throw std::invalid_argument("profile_return_level: xi_max must be >= -1");
   const GpdFit fit = fit_gpd(y, xi_max);

@@ -31,22 +31,22 @@ void validate(const VarianceSettings& s) {
   auto fail = [](const std::string& what) {
     throw std::invalid_argument("variance settings: " + what);
   };
-  if (!(s.tail_q > 0.0 && s.tail_q < 1.0)) fail("tail_q must lie in (0, 1), got " + std::to_string(s.tail_q));
-  if (!(s.horizon > 1.0) || !std::isfinite(s.horizon)) fail("horizon must be a finite number > 1, got " + std::to_string(s.horizon));
-  if (!(s.warn_k > 0.0) || !std::isfinite(s.warn_k)) fail("warn_k must be positive, got " + std::to_string(s.warn_k));
-  if (!(s.fail_k >= s.warn_k) || !std::isfinite(s.fail_k)) fail("fail_k must be finite and >= warn_k, got " + std::to_string(s.fail_k));
+  if (!(s.tail_q > 0.0 && s.tail_q < 1.0)) fail("tail_q must lie in (0, 1), got " + format_number(s.tail_q));
+  if (!(s.horizon > 1.0) || !std::isfinite(s.horizon)) fail("horizon must be a finite number > 1, got " + format_number(s.horizon));
+  if (!(s.warn_k > 0.0) || !std::isfinite(s.warn_k)) fail("warn_k must be positive, got " + format_number(s.warn_k));
+  if (!(s.fail_k >= s.warn_k) || !std::isfinite(s.fail_k)) fail("fail_k must be finite and >= warn_k, got " + format_number(s.fail_k));
   if (s.bootstrap < 0) fail("bootstrap must be >= 0, got " + std::to_string(s.bootstrap));
   if (s.min_exceedances < 2) fail("min_exceedances must be >= 2, got " + std::to_string(s.min_exceedances));
-  if (!(s.level > 0.5 && s.level < 1.0)) fail("level must lie in (0.5, 1), got " + std::to_string(s.level));
+  if (!(s.level > 0.5 && s.level < 1.0)) fail("level must lie in (0.5, 1), got " + format_number(s.level));
   if (!(s.profile_level >= s.level && s.profile_level < 1.0)) {
-    fail("profile_level must lie in [level, 1), got " + std::to_string(s.profile_level));
+    fail("profile_level must lie in [level, 1), got " + format_number(s.profile_level));
   }
 }
 
 double quantile_sorted(std::span<const double> sorted, double q) {
   if (sorted.empty()) throw std::invalid_argument("quantile_sorted: empty sample");
   if (!(q >= 0.0 && q <= 1.0)) {
-    throw std::invalid_argument("quantile_sorted: q must lie in [0, 1], got " + std::to_string(q));
+    throw std::invalid_argument("quantile_sorted: q must lie in [0, 1], got " + format_number(q));
   }
   const double h = q * static_cast<double>(sorted.size() - 1);
   const auto lo = static_cast<std::size_t>(std::floor(h));
@@ -115,7 +115,7 @@ TailAnalysis analyze_tail(std::span<const double> k_hat, const VarianceSettings&
   for (std::size_t i = 0; i < k_hat.size(); ++i) {
     if (std::isnan(k_hat[i]) || k_hat[i] < 0.0) {
       throw std::invalid_argument("analyze_tail: K-hat[" + std::to_string(i) +
-                                  "] must be >= 0 or +inf, got " + std::to_string(k_hat[i]));
+                                  "] must be >= 0 or +inf, got " + format_number(k_hat[i]));
     }
   }
   TailAnalysis a;

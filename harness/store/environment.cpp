@@ -110,8 +110,11 @@ Environment detect_environment() {
   id["torch_cuda"] = config_line(config, "CUDA Runtime");
   id["blas"] = blas_library();
   id["torch_blas_info"] = config_line(config, "BLAS_INFO");
-  // OpenBLAS kernels differ per core at the ULP level (numerics/process_policy.hpp).
+  // OpenBLAS results differ per core and per thread count at the ULP level (measured: the
+  // attention control a1's U is 52.35977 with 2 OpenBLAS threads, 52.35988 with 1), so both
+  // are part of the environment (numerics/process_policy.hpp).
   id["blas_core"] = numerics::process_policy().openblas_core;
+  id["blas_threads"] = numerics::process_policy().openblas_threads;
   id["torch_cpu_capability"] = config_line(config, "CPU capability usage");  // ATen's kernel dispatch level
   id["onednn"] = at::hasMKLDNN() ? (at::globalContext().userEnabledMkldnn() ? "enabled" : "disabled") : "absent";
   // GPU identity from the driver, whatever LibTorch was built with.

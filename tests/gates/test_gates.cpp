@@ -187,6 +187,8 @@ TEST_CASE("algebra gate reports the worst discrepancy, and a pattern mismatch be
   CHECK(r.replicates == 2);
   CHECK(r.worst_discrepancy == 1e-12);
   CHECK(r.worst.element == 1);
+  // Numbers in reasons keep their magnitude (issue 14: std::to_string printed 0.000000).
+  CHECK(r.reason == "same function on 2 fp64 replicates (max discrepancy 1e-12)");
 
   std::vector<AlgebraObservation> b(1);
   b[0].discrepancy = 0.5;
@@ -195,6 +197,7 @@ TEST_CASE("algebra gate reports the worst discrepancy, and a pattern mismatch be
   r = gate.decide();
   CHECK(r.verdict == Verdict::fail);
   CHECK(r.worst.replicate == 2);
+  CHECK_THAT(r.reason, Catch::StartsWith("different real functions: max relative discrepancy 0.5 > 1e-09 at replicate 2"));
 
   kcert::gates::AlgebraGate nan_gate(4, 1e-9);
   std::vector<AlgebraObservation> c(2);

@@ -1,6 +1,7 @@
 #include "tests/catch_torch.hpp"
 
 #include <cmath>
+#include <cstring>
 
 #include "harness/numerics/observations.hpp"
 
@@ -89,4 +90,81 @@ TEST_CASE("a near tie accepts either oracle per side; a real flip is counted", "
                                               kcert::stats::FloatFormat::bf16);
   CHECK(plain.replicates[0].e_prod == 0.5);
   CHECK(plain.replicates[0].selection.decisions == 0);
+}
+
+namespace {
+// One sweep's outputs, every number as bits.
+struct SweepBits {
+  std::vector<double> delta, magnitude, abs_oracle;
+  double e_prod, e_ref, peak, sse_prod, sse_ref, violations;
+  bool finite;
+  bool operator==(const SweepBits& o) const {
+    const auto same = [](double a, double b) { return std::memcmp(&a, &b, sizeof a) == 0; };
+    const auto same_v = [&](const std::vector<double>& a, const std::vector<double>& b) {
+      if (a.size() != b.size()) return false;
+      for (std::size_t i = 0; i < a.size(); ++i)
+        if (!same(a[i], b[i])) return false;
+      return true;
+    };
+    return same_v(delta, o.delta) && same_v(magnitude, o.magnitude) && same_v(abs_oracle, o.abs_oracle) &&
+           same(e_prod, o.e_prod) && same(e_ref, o.e_ref) && same(peak, o.peak) && same(sse_prod, o.sse_prod) &&
+           same(sse_ref, o.sse_ref) && same(violations, o.violations) && finite == o.finite;
+  }
+};
+}  // namespace
+
+// The sweep reads bf16 and fp32 as stored and is compiled once per instruction set: every
+// combination must give the bits of the all-fp64 baseline copy (issue 17).
+TEST_CASE("the sweep gives the same bits for every storage type and instruction set", "[numerics][sweep]") {
+  using kcert::numerics::detail::BucketPattern;
+  using kcert::numerics::detail::ElementType;
+  const std::int64_t rows = 37, buckets = 24, n = rows * buckets;
+  torch::manual_seed(11);
+  const auto oracle_t = torch::randn({n}, torch::kFloat64) * 3 + 0.25;
+  const auto ref_t = oracle_t.to(torch::kBFloat16);
+  const auto prod_t = (oracle_t * (1 + 1e-3 * torch::randn({n}, torch::kFloat64))).to(torch::kBFloat16);
+  const auto alt_t = oracle_t + 1e-4 * torch::randn({n}, torch::kFloat64);
+  const auto ref64 = ref_t.to(torch::kFloat64).contiguous(), prod64 = prod_t.to(torch::kFloat64).contiguous();
+  const auto ref32 = ref_t.to(torch::kFloat32).contiguous(), prod32 = prod_t.to(torch::kFloat32).contiguous();
+  std::vector<std::int64_t> periodic(n), blocked(n), general(n);
+  for (std::int64_t i = 0; i < n; ++i) {
+    periodic[i] = i % buckets;
+    blocked[i] = i / rows;
+    general[i] = (i * 7 + i / 5) % buckets;
+  }
+  std::vector<std::string> isas{"generic"};
+  __builtin_cpu_init();
+  if (__builtin_cpu_supports("avx2")) isas.push_back("avx2");
+  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512dq") &&
+      __builtin_cpu_supports("avx512vl"))
+    isas.push_back("avx512");
+  INFO("sweep() runs " << kcert::numerics::detail::sweep_isa());
+  const double* q = oracle_t.data_ptr<double>();
+  for (const auto& [pattern, ids] : {std::pair{BucketPattern::periodic, &periodic}, std::pair{BucketPattern::blocked, &blocked},
+                                     std::pair{BucketPattern::general, &general}}) {
+    for (const bool sides : {false, true}) {
+      const double* qr = sides ? alt_t.data_ptr<double>() : q;
+      const auto run = [&](const std::string& isa, const void* r, const void* p, ElementType type) {
+        SweepBits b;
+        b.delta.assign(buckets, 0.0);
+        b.magnitude.assign(buckets, 0.0);
+        b.abs_oracle.assign(buckets, 0.0);
+        kcert::numerics::detail::SweepOutput out{b.delta.data(), b.magnitude.data(), b.abs_oracle.data()};
+        kcert::numerics::detail::sweep_with(isa.c_str(), r, p, type, q, qr, q, n, ids->data(), buckets, pattern, 1.6e-2,
+                                            1e-5, out);
+        b.e_prod = out.e_prod, b.e_ref = out.e_ref, b.peak = out.peak, b.sse_prod = out.sse_prod;
+        b.sse_ref = out.sse_ref, b.violations = out.close_violations, b.finite = out.finite;
+        return b;
+      };
+      const auto baseline = run("generic", ref64.data_ptr<double>(), prod64.data_ptr<double>(), ElementType::f64);
+      CHECK(baseline.finite);
+      CHECK(baseline.e_prod > 0);
+      for (const auto& isa : isas) {
+        INFO("pattern " << static_cast<int>(pattern) << ", side oracles " << sides << ", " << isa);
+        CHECK(run(isa, ref64.data_ptr<double>(), prod64.data_ptr<double>(), ElementType::f64) == baseline);
+        CHECK(run(isa, ref32.data_ptr<float>(), prod32.data_ptr<float>(), ElementType::f32) == baseline);
+        CHECK(run(isa, ref_t.data_ptr(), prod_t.data_ptr(), ElementType::bf16) == baseline);
+      }
+    }
+  }
 }

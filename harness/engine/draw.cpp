@@ -1,0 +1,32 @@
+#include "harness/engine/draw.hpp"
+
+#include <ATen/Parallel.h>
+
+#include <vector>
+
+#include "harness/stats/random.hpp"
+
+namespace kcert::engine {
+
+kernels::KernelInputs draw_replicates(const kernels::Family& family, const kernels::ProbeContract& probe,
+                                      const kernels::KernelInputs& fixed, std::uint64_t seed, std::uint64_t first,
+                                      std::int64_t count) {
+  std::vector<kernels::KernelInputs> replicates(static_cast<std::size_t>(count));
+  at::parallel_for(0, count, 1, [&](std::int64_t begin, std::int64_t end) {
+    for (std::int64_t j = begin; j < end; ++j) {
+      replicates[static_cast<std::size_t>(j)] =
+          family.make_replicate(probe, fixed, stats::derive_seed(seed, first + static_cast<std::uint64_t>(j)));
+    }
+  });
+  kernels::KernelInputs stacked;
+  if (replicates.empty()) return stacked;
+  for (const auto& [name, t] : replicates.front().tensors()) {
+    std::vector<torch::Tensor> list;
+    list.reserve(replicates.size());
+    for (const auto& r : replicates) list.push_back(r.at(name));
+    stacked.set(name, torch::stack(list));
+  }
+  return stacked;
+}
+
+}  // namespace kcert::engine

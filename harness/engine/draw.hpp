@@ -1,0 +1,17 @@
+#pragma once
+// Drawing a batch of replicates' inputs, stacked along a leading batch dimension.
+#include <cstdint>
+
+#include "harness/kernels/registry.hpp"
+
+namespace kcert::engine {
+
+// Replicates first .. first + count - 1 of a case, each from its own stream
+// derive_seed(seed, replicate). The replicates are drawn in parallel across the intra-op
+// threads: each has its own generator, so the inputs are the same bits for any thread count
+// (the draw was 23 % of an RMSNorm run, single-threaded; issue 17).
+kernels::KernelInputs draw_replicates(const kernels::Family& family, const kernels::ProbeContract& probe,
+                                      const kernels::KernelInputs& fixed, std::uint64_t seed, std::uint64_t first,
+                                      std::int64_t count);
+
+}  // namespace kcert::engine

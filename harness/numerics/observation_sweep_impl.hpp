@@ -1,0 +1,170 @@
+#pragma once
+// The body of the observation sweep, compiled once per instruction set
+// (observation_sweep_{generic,avx2,avx512}.cpp define KCERT_SWEEP_ISA and include this file;
+// observation_sweep.cpp picks one at run time). Every copy computes the same bits: sums run
+// in element order within each bucket, vector lanes run across buckets, and the files are
+// compiled with -ffp-contract=off so that no copy fuses a multiply-add the others round
+// twice. Only builtins and internal-linkage code here: an inline library function emitted
+// from the AVX-512 copy could otherwise be the one the linker keeps for the whole program,
+// and crash a CPU without AVX-512. Scratch memory comes from the caller for that reason.
+#include <cstdint>
+
+#include "harness/numerics/observation_sweep.hpp"
+
+namespace kcert::numerics::detail::KCERT_SWEEP_ISA {
+
+namespace {
+
+inline double max_of(double a, double b) { return a < b ? b : a; }  // std::max's order
+inline double sign_of(double v) { return v > 0.0 ? 1.0 : (v < 0.0 ? -1.0 : 0.0); }
+
+// W values widen to fp64 exactly; reading them as stored saves the sweep the fp64 copies of
+// ref and prod (issue 17: 44-60 bytes per element, most of the memory bandwidth).
+inline double load(const double* p) { return *p; }
+inline double load(const float* p) { return static_cast<double>(*p); }
+inline double load(const Bf16* p) {
+  const std::uint32_t bits = static_cast<std::uint32_t>(p->bits) << 16;
+  float f;
+  __builtin_memcpy(&f, &bits, sizeof f);
+  return static_cast<double>(f);
+}
+
+// One row of a channel-periodic layout: every statistic is per bucket g, so the loop has
+// no cross-lane dependency and vectorizes. The __restrict parameters tell GCC that no
+// output aliases an input (it gives up on run-time alias checks over ten arrays), and the
+// running maxima plus a NaN sentinel (0·x is NaN only for a non-finite x) replace scalar
+// reductions that would block vectorization. kSideOracles: errors against per-side oracles
+// (a selecting family's near ties); without them the loop reads one oracle array, as every
+// other family needs (two more loads per element cost the sweep 3-8 %, measured).
+template <bool kSideOracles, class W>
+void accumulate_row(const W* __restrict r, const W* __restrict p, const double* __restrict q,
+                    const double* __restrict qr, const double* __restrict qp,
+                    double* __restrict sum_d, double* __restrict sum_m, double* __restrict sum_a,
+                    double* __restrict mp, double* __restrict mr, double* __restrict mk, double* __restrict sn,
+                    double* __restrict ssp, double* __restrict ssr, double* __restrict vio, double rtol, double atol,
+                    std::int64_t buckets) {
+  for (std::int64_t g = 0; g < buckets; ++g) {
+    const double rv = load(r + g), pv = load(p + g), qv = q[g];
+    const double qrv = kSideOracles ? qr[g] : qv, qpv = kSideOracles ? qp[g] : qv;
+    const double d = pv - rv;
+    sum_d[g] += d;
+    sum_m[g] += rv > 0.0 ? d : (rv < 0.0 ? -d : 0.0);
+    const double aq = __builtin_fabs(qv);
+    sum_a[g] += aq;
+    const double ep = __builtin_fabs(pv - qpv), er = __builtin_fabs(rv - qrv);
+    mp[g] = mp[g] < ep ? ep : mp[g];
+    mr[g] = mr[g] < er ? er : mr[g];
+    mk[g] = mk[g] < aq ? aq : mk[g];
+    sn[g] += kSideOracles ? 0.0 * (d + qv + qrv + qpv) : 0.0 * (d + qv);
+    ssp[g] += (pv - qpv) * (pv - qpv);
+    ssr[g] += (rv - qrv) * (rv - qrv);
+    vio[g] += __builtin_fabs(d) > atol + rtol * __builtin_fabs(rv) ? 1.0 : 0.0;
+  }
+}
+
+template <class W>
+void sweep_typed(const W* ref, const W* prod, const double* oracle, const double* oracle_ref,
+           const double* oracle_prod, std::int64_t n, const std::int64_t* ids, std::int64_t buckets,
+           BucketPattern pattern, double rtol, double atol, double* scratch, SweepOutput& out) {
+  double sse_p = 0.0, sse_r = 0.0, violations = 0.0;
+  double e_prod = 0.0, e_ref = 0.0, peak = 0.0;
+  // Sums accumulate in element order within each bucket whatever the pattern, so every
+  // path gives the same bits.
+  if (pattern == BucketPattern::periodic) {
+    // The maxima are folded after the sweep (max is exact in any order).
+    for (std::int64_t k = 0; k < 7 * buckets; ++k) scratch[k] = 0.0;
+    double* max_prod = scratch;
+    double* max_ref = scratch + buckets;
+    double* max_peak = scratch + 2 * buckets;
+    double* sentinel = scratch + 3 * buckets;
+    double* ssp = scratch + 4 * buckets;
+    double* ssr = scratch + 5 * buckets;
+    double* vio = scratch + 6 * buckets;
+    const std::int64_t rows = n / buckets;
+    const auto row = oracle_ref == oracle && oracle_prod == oracle ? accumulate_row<false, W> : accumulate_row<true, W>;
+    for (std::int64_t t = 0; t < rows; ++t) {
+      row(ref + t * buckets, prod + t * buckets, oracle + t * buckets, oracle_ref + t * buckets,
+                     oracle_prod + t * buckets, out.delta, out.magnitude,
+                     out.abs_oracle, max_prod, max_ref, max_peak, sentinel, ssp,
+                     ssr, vio, rtol, atol, buckets);
+    }
+    double check = 0.0;
+    for (std::int64_t g = 0; g < buckets; ++g) {
+      e_prod = max_of(e_prod, max_prod[g]);
+      e_ref = max_of(e_ref, max_ref[g]);
+      peak = max_of(peak, max_peak[g]);
+      check += sentinel[g];
+      sse_p += ssp[g];
+      sse_r += ssr[g];
+      violations += vio[g];
+    }
+    out.finite = check == 0.0;
+  } else if (pattern == BucketPattern::blocked) {
+    const std::int64_t block = n / buckets;
+    for (std::int64_t g = 0; g < buckets; ++g) {
+      double sd = 0.0, sm = 0.0, sa = 0.0, check = 0.0;
+      for (std::int64_t i = g * block; i < (g + 1) * block; ++i) {
+        const double rv = load(ref + i), pv = load(prod + i), qv = oracle[i], qrv = oracle_ref[i], qpv = oracle_prod[i];
+        const double d = pv - rv;
+        sd += d;
+        sm += sign_of(rv) * d;
+        sa += __builtin_fabs(qv);
+        e_prod = max_of(e_prod, __builtin_fabs(pv - qpv));
+        e_ref = max_of(e_ref, __builtin_fabs(rv - qrv));
+        peak = max_of(peak, __builtin_fabs(qv));
+        check += 0.0 * (d + qv + qrv + qpv);
+        sse_p += (pv - qpv) * (pv - qpv);
+        sse_r += (rv - qrv) * (rv - qrv);
+        violations += __builtin_fabs(d) > atol + rtol * __builtin_fabs(rv) ? 1.0 : 0.0;
+      }
+      if (check != 0.0 || __builtin_isnan(check)) out.finite = false;
+      out.delta[g] += sd;
+      out.magnitude[g] += sm;
+      out.abs_oracle[g] += sa;
+    }
+  } else {
+    double check = 0.0;
+    for (std::int64_t i = 0; i < n; ++i) {
+      const double rv = load(ref + i), pv = load(prod + i), qv = oracle[i], qrv = oracle_ref[i], qpv = oracle_prod[i];
+      const double d = pv - rv;
+      const auto g = ids[i];
+      out.delta[g] += d;
+      out.magnitude[g] += sign_of(rv) * d;
+      out.abs_oracle[g] += __builtin_fabs(qv);
+      e_prod = max_of(e_prod, __builtin_fabs(pv - qpv));
+      e_ref = max_of(e_ref, __builtin_fabs(rv - qrv));
+      peak = max_of(peak, __builtin_fabs(qv));
+      check += 0.0 * (d + qv + qrv + qpv);
+      sse_p += (pv - qpv) * (pv - qpv);
+      sse_r += (rv - qrv) * (rv - qrv);
+      violations += __builtin_fabs(d) > atol + rtol * __builtin_fabs(rv) ? 1.0 : 0.0;
+    }
+    out.finite = check == 0.0;
+  }
+  out.sse_prod = sse_p;
+  out.sse_ref = sse_r;
+  out.close_violations = violations;
+  out.e_prod = e_prod;
+  out.e_ref = e_ref;
+  out.peak = peak;
+}
+
+}  // namespace
+
+void sweep(const void* ref, const void* prod, ElementType type, const double* oracle, const double* oracle_ref,
+           const double* oracle_prod, std::int64_t n, const std::int64_t* ids, std::int64_t buckets,
+           BucketPattern pattern, double rtol, double atol, double* scratch, SweepOutput& out) {
+  switch (type) {
+    case ElementType::f64:
+      return sweep_typed(static_cast<const double*>(ref), static_cast<const double*>(prod), oracle, oracle_ref,
+                         oracle_prod, n, ids, buckets, pattern, rtol, atol, scratch, out);
+    case ElementType::f32:
+      return sweep_typed(static_cast<const float*>(ref), static_cast<const float*>(prod), oracle, oracle_ref,
+                         oracle_prod, n, ids, buckets, pattern, rtol, atol, scratch, out);
+    case ElementType::bf16:
+      return sweep_typed(static_cast<const Bf16*>(ref), static_cast<const Bf16*>(prod), oracle, oracle_ref,
+                         oracle_prod, n, ids, buckets, pattern, rtol, atol, scratch, out);
+  }
+}
+
+}  // namespace kcert::numerics::detail::KCERT_SWEEP_ISA
