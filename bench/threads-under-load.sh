@@ -9,6 +9,9 @@ kcert=${1:-build/kcert}
 shift || true
 src=$(cd "$(dirname "$0")/.." && pwd)
 cases=("$@")
+# BENCH_PROFILE=smoke (default) or "" for contract shapes.
+profile=()
+[[ -n ${BENCH_PROFILE-smoke} ]] && profile=(--profile "${BENCH_PROFILE-smoke}")
 [[ ${#cases[@]} -gt 0 ]] || cases=("$src/testcases/positive/linear/real_matmul_long_k.yaml"
                                    "$src/testcases/negative/rmsnorm/n1_gemma_rmsnorm_offset_bf16.yaml")
 wall() {  # wall seconds of one smoke run
@@ -30,8 +33,8 @@ for c in "${cases[@]}"; do
       fi
       extra=()
       [[ $policy == none ]] && extra=(KCERT_NO_REEXEC=1)
-      t1=$(wall "${extra[@]}" "$kcert" run "$c" --profile smoke --quiet --brief --threads 1)
-      t2=$(wall "${extra[@]}" "$kcert" run "$c" --profile smoke --quiet --brief --threads 2)
+      t1=$(wall "${extra[@]}" "$kcert" run "$c" "${profile[@]}" --quiet --brief --threads 1)
+      t2=$(wall "${extra[@]}" "$kcert" run "$c" "${profile[@]}" --quiet --brief --threads 2)
       [[ -n $pid ]] && kill "$pid" && wait "$pid" 2>/dev/null || true
       printf '%-28s %-10s %-6s %9.2f %9.2f %7.2f\n' "$(basename "$c" .yaml | cut -c1-28)" "$policy" "$load" "$t1" "$t2" \
         "$(echo "$t2 / $t1" | bc -l)"
