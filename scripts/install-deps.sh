@@ -17,11 +17,15 @@ PACKAGES=(
   postgresql-15 postgresql-client-15
   # independent reference implementation used to regenerate statistics fixtures
   python3 python3-scipy python3-numpy
+  # the plots of the nightly's HTML report (SVG)
+  gnuplot-nox
 )
 if [[ ${1:-} == --tests ]]; then
   # The Slurm job-array test starts a private single-node cluster (scripts/slurm/local-cluster.sh).
   # Not installed for the nightly alone: on a systemd machine the packages enable services.
   PACKAGES+=(slurmctld slurmd slurm-client munge)
+  # The HTML report is tested in a real headless browser (tests/report/check_pages.py).
+  PACKAGES+=(chromium chromium-driver python3-selenium)
 fi
 
 missing=()

@@ -8,6 +8,7 @@
 #include "harness/cli/db_commands.hpp"
 #include "harness/cli/exit_codes.hpp"
 #include "harness/cli/khat_reader.hpp"
+#include "harness/cli/html_report.hpp"
 #include "harness/cli/list_command.hpp"
 #include "harness/cli/resources.hpp"
 #include "harness/cli/run_cases_command.hpp"
@@ -88,6 +89,7 @@ int main(int argc, char** argv) {
   kcert::cli::register_list_command(app, registry);
   kcert::cli::register_db_commands(app);
   kcert::cli::register_tail_fit_command(app);
+  kcert::cli::register_report_command(app);
 
   try {
     app.parse(argc, argv);

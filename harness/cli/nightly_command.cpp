@@ -16,6 +16,7 @@
 #include "eval/changes.hpp"
 #include "eval/falsifiability.hpp"
 #include "harness/cli/exit_codes.hpp"
+#include "harness/cli/html_report.hpp"
 #include "harness/cli/report.hpp"
 #include "harness/cli/run_cases_command.hpp"
 #include "harness/cli/run_storage.hpp"
@@ -83,16 +84,6 @@ std::vector<contract::TestCase> select(std::vector<contract::TestCase> cases, co
   return mine;
 }
 
-// A file name for a case id: unsafe characters replaced, and an id longer than 100
-// characters cut and suffixed with a hash of the whole id (a 5000-character id made the
-// CSV silently absent: names are limited to 255 bytes).
-std::string safe_name(const std::string& id) {
-  std::string s;
-  for (char c : id) s += (std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == '.') ? c : '_';
-  if (s.size() > 100) s = s.substr(0, 100) + "-" + store::sha256_hex(id).substr(0, 12);
-  return s;
-}
-
 struct NightlyData {
   std::string run_id, profile, source;  // source: "database" or "spool"
   int shard_count = 1;
@@ -101,6 +92,8 @@ struct NightlyData {
   std::vector<std::string> environments, calibrations;
   std::map<std::string, eval::ControlOutcome> previous;
   std::string previous_note;
+  std::map<std::string, std::vector<HistoryPoint>> history;  // by case id, same environment
+  std::string history_note = "History needs the results database (this run's results come from its spool).";
 };
 
 int report(const NightlyData& d, const std::string& report_dir, bool quiet) {
@@ -169,9 +162,23 @@ int report(const NightlyData& d, const std::string& report_dir, bool quiet) {
   for (const auto& [id, sample] : d.khat) {
     std::string csv = "replicate,khat\n";
     for (std::size_t i = 0; i < sample.size(); ++i) csv += fmt::format("{},{:.17g}\n", i, sample[i]);
-    store::write_text_file((dir / "tails" / (safe_name(id) + ".csv")).string(), csv);
+    store::write_text_file((dir / "tails" / (store::safe_file_name(id) + ".csv")).string(), csv);
   }
   std::cout << "\nreport: " << std::filesystem::absolute(dir).string() << "/summary.md\n";
+  {
+    // The same results as a static site with plots (html_report.hpp).
+    HtmlReportInput html;
+    html.results = nlohmann::json::parse(std::ifstream(dir / "results.json"));
+    html.tails = dir / "tails";
+    html.history = d.history;
+    html.history_note = d.history_note;
+    const auto here = store::detect_environment();
+    if (d.environments.size() == 1 && d.environments.front() == here.fingerprint) html.environment_words = store::describe_environment(here);
+    const auto s = write_html_report(html, dir / "html");
+    std::cout << "html: " << std::filesystem::absolute(dir / "html").string() << "/index.html (" << s.pages << " pages, "
+              << s.plots << " plots)\n";
+    if (!s.plot_note.empty()) std::cerr << "kcert: warning: " << s.plot_note << "\n";
+  }
   for (const auto& r : reasons) std::cout << "attention: " << r << "\n";
   return code;
 }
@@ -205,6 +212,19 @@ NightlyData from_database(store::ResultStore& db, const std::string& run_id) {
   d.calibrations.assign(cals.begin(), cals.end());
   const auto previous = db.previous_results(run_id);
   for (const auto& p : previous) d.previous.emplace(p.case_id, eval::outcome_from_document(p.document));
+  if (d.environments.size() == 1) {
+    d.history_note.clear();
+    for (const auto& doc : d.documents) {
+      store::HistoryQuery q;
+      q.case_id = doc.value("id", "");
+      q.environment = d.environments.front();
+      auto& points = d.history[q.case_id];
+      for (const auto& h : db.history(q))
+        points.push_back({h.started_at, h.run_id, h.verdict, h.variance_u.value_or(-1), h.max_abs_z.value_or(-1)});
+    }
+  } else {
+    d.history_note = "History is drawn per environment; this run spans " + std::to_string(d.environments.size()) + ".";
+  }
   d.previous_note = previous.empty() ? "no earlier finished run of this profile in this environment"
                                      : fmt::format("compared with {} control(s) of the previous run(s) of this profile "
                                                    "in the same environment",

@@ -92,6 +92,24 @@ std::string config_line(const std::string& config, const std::string& key) {
 
 }  // namespace
 
+std::string describe_environment(const Environment& env) {
+  const auto& id = env.identity;
+  const auto get = [&](const char* k) { return id.contains(k) && id.at(k).is_string() ? id.at(k).get<std::string>() : std::string(); };
+  std::string flags;
+  if (id.contains("cpu_flags") && id.at("cpu_flags").is_array())
+    for (const auto& f : id.at("cpu_flags")) flags += (flags.empty() ? "" : ", ") + f.get<std::string>();
+  // ".../x86_64-linux-gnu/openblas-pthread/libblas.so.3" -> "openblas-pthread"
+  std::string blas = get("blas");
+  if (const auto dir = std::filesystem::path(blas).parent_path().filename().string(); !dir.empty()) blas = dir;
+  const std::string gpu = get("gpu");
+  return get("cpu_model") + " (" + get("arch") + (flags.empty() ? "" : "; " + flags) + "), " +
+         (gpu.empty() || gpu == "none" ? std::string("no GPU") : "GPU " + gpu) + ", LibTorch " + get("torch_version") +
+         (get("torch_cpu_capability").empty() ? "" : " (CPU capability " + get("torch_cpu_capability") + ")") +
+         (get("torch_cuda").empty() ? "" : ", CUDA " + get("torch_cuda")) + ", BLAS " + blas +
+         (get("blas_core").empty() ? "" : " (core " + get("blas_core") + ", threads " + get("blas_threads") + ")") + ", " +
+         get("os") + ", kcert built with " + get("kcert_compiler") + " [" + env.fingerprint + "]";
+}
+
 std::string fingerprint_of(const nlohmann::json& identity) { return sha256_hex(identity.dump()).substr(0, 16); }
 
 Environment detect_environment() {

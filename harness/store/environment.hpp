@@ -20,6 +20,11 @@ struct Environment {
 // another machine in tests).
 Environment detect_environment();
 
+// The environment in words, for a person: "AMD EPYC (x86_64; avx2, avx512f, ...), no GPU,
+// LibTorch 1.13.0 (CPU capability AVX2), BLAS openblas-pthread (core Haswell, 1 thread),
+// Debian GNU/Linux 12 (bookworm), kcert built with GCC 12.2.0 [0b05a24941677e5e]".
+std::string describe_environment(const Environment& env);
+
 // Recomputes the fingerprint from an identity object.
 std::string fingerprint_of(const nlohmann::json& identity);
 

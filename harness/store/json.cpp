@@ -1,11 +1,13 @@
 #include "harness/store/json.hpp"
 
 #include "harness/numerics/process_policy.hpp"
+#include "harness/store/sha256.hpp"
 
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cctype>
 #include <cerrno>
 #include <cstring>
 #include <functional>
@@ -292,6 +294,13 @@ void write_text_file(const std::string& path, const std::string& content) {
   }
   if (::close(fd) != 0) fail("cannot close");
   if (std::rename(tmp.c_str(), path.c_str()) != 0) fail("cannot rename " + tmp);
+}
+
+std::string safe_file_name(const std::string& id) {
+  std::string s;
+  for (char c : id) s += (std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == '.') ? c : '_';
+  if (s.size() > 100) s = s.substr(0, 100) + "-" + sha256_hex(id).substr(0, 12);
+  return s;
 }
 
 void write_json_file(const std::string& path, const nlohmann::json& document) {

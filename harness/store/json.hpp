@@ -32,6 +32,10 @@ class WriteError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 void write_text_file(const std::string& path, const std::string& content);  // throws WriteError
+// A file name for a case id: unsafe characters replaced, and an id longer than 100
+// characters cut and suffixed with a hash of the whole id (a 5000-character id made a report
+// file silently absent: names are limited to 255 bytes).
+std::string safe_file_name(const std::string& id);
 void write_json_file(const std::string& path, const nlohmann::json& document);
 
 }  // namespace kcert::store

@@ -47,6 +47,10 @@ expect_status 0 "$kcert" nightly "${cases[@]}" --shard 2/2 --run-id split --repo
 expect_status 0 "$kcert" nightly --finish split --report split-again --quiet
 [[ "$(table whole/results.json)" == "$(table split-again/results.json)" ]] || fail "--finish table differs"
 grep -q "compared with" split-again/summary.md || fail "no comparison with the previous run"
+# The HTML report of a stored run carries each control's history from the database.
+grep -q "U and max |z| of this control over the runs the database holds" split-again/html/n1_gemma_rmsnorm_offset_bf16.html ||
+  fail "no history plot in the HTML report of a stored run"
+[[ -s split-again/html/plots/n1_gemma_rmsnorm_offset_bf16-history.svg ]] || fail "history plot missing"
 
 # A run id names one run: a finished run and a shard that already reported are refused.
 expect_status 2 "$kcert" nightly "${cases[@]}" --run-id whole --quiet

@@ -1,0 +1,616 @@
+#include "harness/cli/html_report.hpp"
+
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+#include <limits>
+#include <sstream>
+
+#include <fmt/format.h>
+
+#include "harness/cli/exit_codes.hpp"
+#include "harness/stats/format.hpp"
+#include "harness/stats/gpd.hpp"
+#include "harness/store/environment.hpp"
+#include "harness/store/json.hpp"
+#include "harness/store/postgres.hpp"
+
+extern char** environ;
+
+namespace kcert::cli {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string esc(const std::string& s) {
+  std::string out;
+  for (char c : s) {
+    switch (c) {
+      case '&': out += "&amp;"; break;
+      case '<': out += "&lt;"; break;
+      case '>': out += "&gt;"; break;
+      case '"': out += "&quot;"; break;
+      default: out += c;
+    }
+  }
+  return out;
+}
+
+std::string num(const nlohmann::json& j) {
+  if (j.is_number()) return stats::format_number(j.get<double>());
+  if (j.is_string()) return j.get<std::string>();
+  return "-";
+}
+
+std::string text(const nlohmann::json& j, const char* key) {
+  return j.contains(key) && j.at(key).is_string() ? j.at(key).get<std::string>() : "";
+}
+
+std::string badge(const std::string& verdict) {
+  const std::string cls = verdict == "PASS" ? "pass" : verdict == "WARN" ? "warn" : verdict == "FAIL" ? "fail" : "error";
+  return "<span class=\"badge " + cls + "\">" + esc(verdict.empty() ? "-" : verdict) + "</span>";
+}
+
+// A gnuplot string literal: single quotes, doubled inside.
+std::string gq(const std::string& s) {
+  std::string out = "'";
+  for (char c : s) out += c == '\'' ? std::string("''") : std::string(1, c);
+  return out + "'";
+}
+
+constexpr const char* kStyle = R"(
+body { font-family: sans-serif; margin: 1.5em; color: #222; max-width: 78em; }
+table { border-collapse: collapse; margin: 0.6em 0; }
+th, td { border: 1px solid #ccc; padding: 0.25em 0.55em; text-align: left; vertical-align: top; }
+th { background: #f2f2f2; }
+td.num { text-align: right; font-variant-numeric: tabular-nums; }
+.badge { display: inline-block; padding: 0.05em 0.5em; border-radius: 0.6em; font-weight: bold; font-size: 0.9em; }
+.pass { background: #d7f0d7; color: #155a15; } .warn { background: #fff0c2; color: #7a5a00; }
+.fail { background: #f8d0d0; color: #8a1010; } .error { background: #ddd; color: #333; }
+.attention { background: #fff4e5; border-left: 4px solid #e08a00; padding: 0.5em 1em; }
+figure { display: inline-block; margin: 0.5em 1em 1em 0; max-width: 46em; vertical-align: top; }
+figure img { width: 44em; border: 1px solid #ddd; }
+figcaption { font-size: 0.9em; color: #444; }
+pre { background: #f7f7f7; padding: 0.6em; overflow-x: auto; }
+)";
+
+std::string page(const std::string& title, const std::string& body) {
+  return "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>" + esc(title) +
+         "</title><style>" + kStyle + "</style></head><body>\n" + body + "\n</body></html>\n";
+}
+
+// K-hat sample of a control from the nightly's tails/<control>.csv ("replicate,khat").
+std::vector<double> read_khat(const fs::path& file) {
+  std::vector<double> out;
+  std::ifstream in(file);
+  std::string line;
+  while (std::getline(in, line)) {
+    const auto comma = line.find(',');
+    if (comma == std::string::npos) continue;
+    const auto v = line.substr(comma + 1);
+    if (v == "khat") continue;
+    if (v == "inf") out.push_back(std::numeric_limits<double>::infinity());
+    else {
+      try {
+        out.push_back(std::stod(v));
+      } catch (const std::exception&) {
+      }
+    }
+  }
+  return out;
+}
+
+// Runs gnuplot on a script; false (with the reason) when it cannot.
+bool run_gnuplot(const fs::path& script, std::string& why) {
+  pid_t pid = 0;
+  const std::string s = script.string();
+  char* argv[] = {const_cast<char*>("gnuplot"), const_cast<char*>(s.c_str()), nullptr};
+  if (posix_spawnp(&pid, "gnuplot", nullptr, nullptr, argv, environ) != 0) {
+    why = "gnuplot is not installed (apt-get install gnuplot-nox); the pages carry the numbers without plots";
+    return false;
+  }
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+    why = "gnuplot failed on " + s;
+    return false;
+  }
+  return true;
+}
+
+double gpd_survival(double x, double u, double xi, double sigma, double zeta) {
+  const double y = x - u;
+  if (y < 0) return zeta;
+  if (std::fabs(xi) < 1e-12) return zeta * std::exp(-y / sigma);
+  const double t = 1 + xi * y / sigma;
+  return t <= 0 ? 0.0 : zeta * std::pow(t, -1.0 / xi);
+}
+
+double gpd_quantile(double p, double xi, double sigma) {
+  if (std::fabs(xi) < 1e-12) return -sigma * std::log1p(-p);
+  return sigma / xi * (std::pow(1 - p, -xi) - 1);
+}
+
+struct ControlPlots {
+  std::vector<std::pair<std::string, std::string>> figures;  // file, caption
+};
+
+// Writes the data and the gnuplot script of one control's plots; returns the figures it
+// will produce. `dir` is out/plots, `stem` the control's file name.
+ControlPlots plan_plots(const nlohmann::json& r, const std::vector<double>& khat, const fs::path& dir,
+                        const std::string& stem, std::ostringstream& gp) {
+  ControlPlots plots;
+  const auto& variance = r.at("gates").at("variance");
+  const auto& tail = variance.value("tail", nlohmann::json::object());
+  const auto& settings = tail.value("settings", nlohmann::json::object());
+  const double warn_k = settings.value("warn_K", 2.0), fail_k = settings.value("fail_K", 10.0);
+  const double horizon = settings.value("horizon", 6.25e5);
+  std::vector<double> positive;
+  for (double k : khat)
+    if (k > 0 && std::isfinite(k)) positive.push_back(k);
+  std::sort(positive.begin(), positive.end());
+  const auto R = static_cast<double>(khat.size());
+  const auto data = [&](const std::string& name) { return (dir / (stem + "-" + name + ".dat")).string(); };
+  const auto svg = [&](const std::string& name) { return stem + "-" + name + ".svg"; };
+  gp << "set terminal svg size 720,440 dynamic font 'sans,12' background '#ffffff'\nset grid\nset key top right\n";
+
+  const bool fitted = text(tail, "mode") == "fitted" && tail.at("xi_clipped").is_number() && tail.at("sigma").is_number();
+  if (positive.size() >= 2) {
+    // 1. The K-hat tail: empirical exceedance probability, the fitted GPD, u, r_T, U, thresholds.
+    {
+      std::ofstream d(data("tail"));
+      for (std::size_t i = 0; i < positive.size(); ++i)
+        d << fmt::format("{:.17g} {:.17g}\n", positive[i], static_cast<double>(positive.size() - i) / R);
+    }
+    std::string curve;
+    double x_max = std::max(positive.back(), fail_k) * 1.08;
+    if (fitted) {
+      const double u = tail.at("u"), xi = tail.at("xi_clipped"), sigma = tail.at("sigma"), zeta = tail.at("zeta");
+      if (variance.value("U", nlohmann::json()).is_number()) x_max = std::max(x_max, variance.at("U").get<double>() * 1.08);
+      std::ofstream d(data("gpd"));
+      for (int i = 0; i <= 200; ++i) {
+        const double x = u + (x_max - u) * i / 200.0;
+        const double p = gpd_survival(x, u, xi, sigma, zeta);
+        if (p > 0) d << fmt::format("{:.17g} {:.17g}\n", x, p);
+      }
+      curve = ", " + gq(data("gpd")) + " using 1:2 with lines lw 2 lc rgb '#1f5fbf' title 'fitted GPD above u'";
+      gp << fmt::format("set arrow from {0},graph 0 to {0},graph 1 nohead dt 3 lc rgb '#555555'\n", u);
+      gp << fmt::format("set label 'u' at {},graph 0.96 offset 0.3,0 noenhanced\n", u);
+      if (tail.at("r_T").is_number()) {
+        const double rt = tail.at("r_T");
+        gp << fmt::format("set arrow from {0},graph 0 to {0},graph 1 nohead lc rgb '#1f5fbf'\n", rt);
+        gp << fmt::format("set label 'r_T' at {},graph 0.90 offset 0.3,0 tc rgb '#1f5fbf' noenhanced\n", rt);
+      }
+    }
+    if (variance.value("U", nlohmann::json()).is_number()) {
+      const double U = variance.at("U");
+      gp << fmt::format("set arrow from {0},graph 0 to {0},graph 1 nohead lw 2 lc rgb '#000000'\n", U);
+      gp << fmt::format("set label 'U' at {},graph 0.84 offset 0.3,0 noenhanced\n", U);
+    }
+    gp << fmt::format("set arrow from {0},graph 0 to {0},graph 1 nohead lw 2 dt 2 lc rgb '#d09000'\n", warn_k);
+    gp << fmt::format("set label 'warn_K' at {},graph 0.06 offset 0.3,0 tc rgb '#d09000' noenhanced\n", warn_k);
+    gp << fmt::format("set arrow from {0},graph 0 to {0},graph 1 nohead lw 2 dt 2 lc rgb '#c02020'\n", fail_k);
+    gp << fmt::format("set label 'fail_K' at {},graph 0.12 offset 0.3,0 tc rgb '#c02020' noenhanced\n", fail_k);
+    gp << fmt::format("set arrow from graph 0,first {0} to graph 1,first {0} nohead dt 4 lc rgb '#777777'\n", 1.0 / horizon);
+    gp << "set output " << gq((dir / svg("tail")).string()) << "\nset logscale y\nset format y '10^{%L}'\n"
+       << "set xlabel 'K-hat  (production error minus 1 ULP, over reference error)'\nset ylabel 'P(K-hat > x)'\n"
+       << fmt::format("set xrange [0:{}]\nset yrange [{}:1.2]\n", x_max, std::min(0.5 / R, 0.2 / horizon))
+       << "plot " << gq(data("tail")) << " using 1:2 with points pt 7 ps 0.45 lc rgb '#444444' title 'replicates'"
+       << curve << "\nunset arrow\nunset label\nunset logscale y\nunset format y\nset format y '% g'\nset autoscale\n";
+    plots.figures.push_back(
+        {svg("tail"),
+         "The K-hat tail. Points: each replicate's K-hat against the share of replicates above it. Blue: the GPD "
+         "fitted above the threshold u; r_T is where it crosses the horizon's probability 1/T (dotted line), U the "
+         "0.99 upper bound the verdict judges against warn_K and fail_K. Points bending away from the curve above u "
+         "mean the fit does not describe the tail: check the two plots below before trusting U."});
+  }
+  if (positive.size() >= 20) {
+    // 2-3. Mean residual life and threshold stability over thresholds from the median to the 98 % quantile.
+    std::ofstream mrl(data("mrl")), stab(data("stability"));
+    int mrl_rows = 0, stab_rows = 0;
+    for (int j = 0; j <= 24; ++j) {
+      const double q = 0.5 + 0.02 * j;
+      const double v = positive[static_cast<std::size_t>(q * static_cast<double>(positive.size() - 1))];
+      std::vector<double> y;
+      for (double k : positive)
+        if (k > v) y.push_back(k - v);
+      if (y.size() < 5) continue;
+      double mean = 0, sq = 0;
+      for (double e : y) mean += e;
+      mean /= static_cast<double>(y.size());
+      for (double e : y) sq += (e - mean) * (e - mean);
+      const double se = std::sqrt(sq / static_cast<double>(y.size() - 1) / static_cast<double>(y.size()));
+      mrl << fmt::format("{:.17g} {:.17g} {:.17g} {:.17g}\n", v, mean, mean - 1.96 * se, mean + 1.96 * se);
+      ++mrl_rows;
+      if (y.size() >= 20) {
+        try {
+          const auto f = stats::fit_gpd(y);
+          stab << fmt::format("{:.17g} {:.17g} {:.17g}\n", v, f.xi, f.sigma - f.xi * v);
+          ++stab_rows;
+        } catch (const std::exception&) {
+        }
+      }
+    }
+    mrl.close();
+    stab.close();
+    const std::string u_line =
+        fitted ? fmt::format("set arrow from {0},graph 0 to {0},graph 1 nohead dt 3 lc rgb '#555555'\n", tail.at("u").get<double>())
+               : std::string();
+    if (mrl_rows >= 2) {
+    gp << u_line << "set output " << gq((dir / svg("mrl")).string()) << "\n"
+       << "set xlabel 'threshold v (K-hat)'\nset ylabel 'mean excess  E[K-hat - v | K-hat > v]'\n"
+       << "plot " << gq(data("mrl")) << " using 1:3:4 with filledcurves lc rgb '#cfe0f5' title '95 % band', "
+       << gq(data("mrl")) << " using 1:2 with linespoints pt 7 ps 0.5 lc rgb '#1f5fbf' title 'mean excess'\nunset arrow\n";
+    plots.figures.push_back(
+        {svg("mrl"),
+         "Mean residual life. Above a threshold where a GPD fits, the mean excess is linear in v (slope ξ/(1-ξ); "
+         "falling for the bounded tails the gate assumes). The dotted line is the threshold u the fit used: the curve "
+         "should be close to a straight line from there on."});
+    }
+    if (stab_rows >= 2) {
+    gp << u_line << "set output " << gq((dir / svg("stability")).string()) << "\n"
+       << "set multiplot layout 2,1\nset xlabel ''\nset ylabel 'shape ξ (free fit)'\n"
+       << "plot " << gq(data("stability")) << " using 1:2 with linespoints pt 7 ps 0.5 lc rgb '#1f5fbf' notitle, 0 dt 2 lc rgb '#999999' notitle\n"
+       << "set xlabel 'threshold v (K-hat)'\nset ylabel 'modified scale σ - ξv'\n"
+       << "plot " << gq(data("stability")) << " using 1:3 with linespoints pt 7 ps 0.5 lc rgb '#1f5fbf' notitle\n"
+       << "unset multiplot\nunset arrow\n";
+    plots.figures.push_back(
+        {svg("stability"),
+         "Threshold stability. A GPD fitted (without the ξ ≤ 0 clip) above each threshold with at least 20 "
+         "exceedances. Where the model holds, ξ and the modified scale stay flat as v rises. A shape above 0 (dashed "
+         "line) contradicts the bounded-tail assumption the gate clips to."});
+    }
+  }
+  if (fitted) {
+    // 4. QQ plot of the exceedances against the fitted GPD.
+    const double u = tail.at("u"), xi = tail.at("xi_clipped"), sigma = tail.at("sigma");
+    std::vector<double> exc;
+    for (double k : positive)
+      if (k > u) exc.push_back(k - u);
+    std::ofstream d(data("qq"));
+    const auto n = static_cast<double>(exc.size());
+    double hi = 0;
+    for (std::size_t i = 0; i < exc.size(); ++i) {
+      const double model = gpd_quantile((static_cast<double>(i) + 1) / (n + 1), xi, sigma);
+      d << fmt::format("{:.17g} {:.17g}\n", model, exc[i]);
+      hi = std::max({hi, model, exc[i]});
+    }
+    d.close();
+    gp << "set output " << gq((dir / svg("qq")).string()) << "\n"
+       << "set xlabel 'fitted GPD quantile of K-hat - u'\nset ylabel 'observed K-hat - u'\n"
+       << fmt::format("set xrange [0:{0}]\nset yrange [0:{0}]\n", hi * 1.05)
+       << "plot " << gq(data("qq")) << " using 1:2 with points pt 7 ps 0.5 lc rgb '#444444' title 'exceedances', "
+       << "x dt 2 lc rgb '#1f5fbf' title 'y = x'\nset autoscale\n";
+    plots.figures.push_back(
+        {svg("qq"),
+         "QQ plot of the exceedances over u against the fitted (clipped) GPD. Points on the diagonal: the fit "
+         "describes the tail. Points above it at the right end: the tail is heavier than fitted, and U may be "
+         "too low."});
+  }
+  // 5. The bias plane: every bucket the result keeps (flagged ones and the top ones by |z|).
+  const auto& bias = r.at("gates").at("bias");
+  const auto& th = bias.value("thresholds", nlohmann::json::object());
+  int points = 0;
+  double x_lo = std::numeric_limits<double>::infinity(), x_hi = 0, y_lo = x_lo, y_hi = 0;
+  int group_points[6] = {0, 0, 0, 0, 0, 0};  // (statistic, verdict), one data file each
+  int group = 0;
+  const auto group_file = [&](int g) { return data("bias-" + std::to_string(g)); };
+  for (const char* statistic : {"signed", "magnitude"}) {
+    const auto& s = bias.value(statistic, nlohmann::json::object());
+    for (const char* verdict : {"PASS", "WARN", "FAIL"}) {
+      std::ofstream d(group_file(group));
+      for (const char* list : {"flagged", "top"}) {
+        for (const auto& b : s.value(list, nlohmann::json::array())) {
+          if (b.value("verdict", "") != verdict || !b.at("ulp_effect").is_number() || !b.at("effect").is_number()) continue;
+          // Log axes: a bucket with no difference at all (0, 0) has no place on them.
+          if (!(b.at("ulp_effect").get<double>() > 0) || !(b.at("effect").get<double>() > 0) ||
+              !std::isfinite(b.at("ulp_effect").get<double>()) || !std::isfinite(b.at("effect").get<double>()))
+            continue;  // sd = 0 gives an infinite standardized effect: no place on the plane either
+          const double x = b.at("ulp_effect").get<double>(), y = b.at("effect").get<double>();
+          x_lo = std::min(x_lo, x), x_hi = std::max(x_hi, x), y_lo = std::min(y_lo, y), y_hi = std::max(y_hi, y);
+          d << fmt::format("{:.17g} {:.17g}\n", x, y);
+          ++points;
+          ++group_points[group];
+        }
+      }
+      ++group;
+    }
+  }
+  if (points > 0) {
+    const double c = th.value("c", 0.3), cm = th.value("c_magnitude", 0.2), s_min = th.value("s_min", 0.2);
+    gp << "set output " << gq((dir / svg("bias")).string()) << "\nset logscale xy\n"
+       << fmt::format("set xrange [{}:{}]\nset yrange [{}:{}]\n", std::min(x_lo, cm) / 3, std::max(x_hi, c) * 3,
+                      std::min(y_lo, s_min) / 3, std::max(y_hi, s_min) * 3)
+       << "set xlabel '|mean difference| in ULPs of the bucket (ULP effect)'\nset ylabel '|mean| / sd (standardized effect)'\n"
+       << fmt::format("set arrow from {0},graph 0 to {0},graph 1 nohead dt 2 lc rgb '#c02020'\n", c)
+       << fmt::format("set label 'c (signed)' at {},graph 0.95 offset 0.3,0 tc rgb '#c02020' noenhanced\n", c)
+       << fmt::format("set arrow from {0},graph 0 to {0},graph 1 nohead dt 3 lc rgb '#8040a0'\n", cm)
+       << fmt::format("set label 'c (magnitude)' at {},graph 0.88 offset 0.3,0 tc rgb '#8040a0' noenhanced\n", cm)
+       << fmt::format("set arrow from graph 0,first {0} to graph 1,first {0} nohead dt 2 lc rgb '#555555'\n", s_min)
+       << fmt::format("set label 's_min' at graph 0.01,first {} offset 0,0.6 noenhanced\n", s_min) << "plot ";
+    const char* colours[] = {"#2a8a2a", "#d09000", "#c02020"};
+    const char* names[] = {"PASS", "WARN", "FAIL"};
+    bool first = true;
+    for (int stat = 0; stat < 2; ++stat) {
+      for (int v = 0; v < 3; ++v) {
+        if (group_points[stat * 3 + v] == 0) continue;  // an empty series only makes gnuplot warn
+        gp << (first ? "" : ", ") << gq(group_file(stat * 3 + v)) << " using 1:2 with points pt "
+           << (stat == 0 ? 7 : 6) << " ps 0.7 lc rgb '" << colours[v] << "' title '" << (stat == 0 ? "signed " : "magnitude ")
+           << names[v] << "'";
+        first = false;
+      }
+    }
+    gp << "\nunset arrow\nunset label\nunset logscale\nset autoscale\n";
+    plots.figures.push_back(
+        {svg("bias"),
+         "The bias plane: each kept bucket's ULP effect against its standardized effect (filled: signed statistic, "
+         "open: magnitude). A significant bucket FAILs only to the right of its statistic's ULP floor c and above "
+         "s_min; significant buckets inside either floor are WARN. The result keeps every flagged bucket and the top "
+         "buckets by |z|, not all of them."});
+  }
+  return plots;
+}
+
+std::string history_plot(const std::vector<HistoryPoint>& h, const fs::path& dir, const std::string& stem,
+                         std::ostringstream& gp) {
+  std::ofstream d(dir / (stem + "-history.dat"));
+  int n = 0;
+  for (std::size_t i = 0; i < h.size(); ++i) {
+    d << fmt::format("{} {} {} \"{}\"\n", i + 1, h[i].u >= 0 ? fmt::format("{:.17g}", h[i].u) : "NaN",
+                     h[i].max_abs_z >= 0 ? fmt::format("{:.17g}", h[i].max_abs_z) : "NaN", h[i].verdict);
+    ++n;
+  }
+  d.close();
+  if (n < 2) return "";
+  const std::string file = stem + "-history.svg";
+  gp << "set output " << gq((dir / file).string()) << "\nset xlabel 'run (oldest first)'\nset ylabel 'U'\nset y2label 'max |z|'\n"
+     << "set ytics nomirror\nset y2tics\nplot " << gq((dir / (stem + "-history.dat")).string())
+     << " using 1:2 with linespoints pt 7 lc rgb '#1f5fbf' title 'U (variance)' axes x1y1, '' using 1:3 with linespoints pt 6 "
+        "lc rgb '#c02020' title 'max |z| (bias)' axes x1y2\nunset y2tics\nunset y2label\nset ytics mirror\n";
+  return file;
+}
+
+std::string falsifiability_table(const nlohmann::json& f) {
+  if (!f.is_object() || !f.contains("gates")) return "<p>No falsifiability table in these results.</p>";
+  std::string out = fmt::format(
+      "<table><tr><th></th><th>negatives detected (of {})</th><th>positives FAIL (of {})</th><th>positives WARN</th></tr>",
+      num(f.value("negatives", nlohmann::json())), num(f.value("positives", nlohmann::json())));
+  const std::pair<const char*, const char*> rows[] = {
+      {"algebra", "algebra gate"}, {"bias", "bias gate (deciding statistics)"}, {"variance", "variance gate"},
+      {"combined", "combined"}, {"bias_signed_only", "bias gate, signed alone (notes)"},
+      {"combined_signed_only", "combined, signed alone (notes)"}};
+  for (const auto& [key, label] : rows) {
+    if (!f.at("gates").contains(key)) continue;
+    const auto& g = f.at("gates").at(key);
+    out += fmt::format("<tr><td>{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td></tr>", label,
+                       num(g.value("negatives_detected", nlohmann::json())), num(g.value("positives_fail", nlohmann::json())),
+                       num(g.value("positives_warn", nlohmann::json())));
+  }
+  const std::pair<const char*, const char*> checks[] = {{"assert_close", "today: assert_close (first replicate)"},
+                                                        {"flash_attention", "today: FlashAttention 2x + 1 ULP rule"},
+                                                        {"dynamo_fp64", "today: dynamo fp64 RMSE 3x rule"}};
+  for (const auto& [key, label] : checks) {
+    if (!f.contains("baselines") || !f.at("baselines").contains(key)) continue;
+    const auto& g = f.at("baselines").at(key);
+    out += fmt::format("<tr><td>{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">-</td></tr>", label,
+                       num(g.value("negatives_detected", nlohmann::json())), num(g.value("positives_fail", nlohmann::json())));
+  }
+  return out + "</table>";
+}
+
+}  // namespace
+
+HtmlReportSummary write_html_report(const HtmlReportInput& input, const fs::path& out) {
+  HtmlReportSummary summary;
+  const auto& doc = input.results;
+  fs::create_directories(out / "plots");
+  fs::create_directories(out / "yaml");
+  const auto results = doc.value("results", nlohmann::json::array());
+  bool plots_ok = true;
+
+  std::string rows;
+  for (const auto& r : results) {
+    const std::string id = text(r, "id");
+    const std::string stem = store::safe_file_name(id);
+    const auto& gates = r.at("gates");
+    const std::string va = text(gates.at("algebra"), "verdict"), vb = text(gates.at("bias"), "verdict"),
+                      vv = text(gates.at("variance"), "verdict"), overall = text(r, "verdict");
+    double max_z = -1;
+    for (const char* s : {"signed", "magnitude"}) {
+      const auto& st = gates.at("bias").value(s, nlohmann::json::object());
+      if (st.contains("max_abs_z") && st.at("max_abs_z").is_number()) max_z = std::max(max_z, st.at("max_abs_z").get<double>());
+    }
+    const auto unexpected = r.value("unexpected", nlohmann::json::array());
+    rows += fmt::format(
+        "<tr><td><a href=\"{}.html\">{}</a></td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td>"
+        "<td class=\"num\">{}</td><td class=\"num\">{}</td><td>{}</td></tr>\n",
+        esc(stem), esc(id), esc(text(r, "kind")), esc(text(r, "family")), badge(va), badge(vb), badge(vv), badge(overall),
+        num(gates.at("variance").value("U", nlohmann::json())), max_z >= 0 ? stats::format_number(max_z) : "-",
+        unexpected.empty() ? "met" : "<span class=\"badge fail\">missed</span>");
+
+    // The control's own page.
+    std::ostringstream gp;
+    std::vector<double> khat;
+    if (!input.tails.empty()) khat = read_khat(input.tails / (stem + ".csv"));
+    const auto plots = plan_plots(r, khat, out / "plots", stem, gp);
+    std::string history_file;
+    if (const auto it = input.history.find(id); it != input.history.end()) history_file = history_plot(it->second, out / "plots", stem, gp);
+    const fs::path script = out / "plots" / (stem + ".gp");
+    store::write_text_file(script.string(), gp.str());
+    std::string why;
+    bool drawn = plots_ok && run_gnuplot(script, why);
+    if (!drawn && plots_ok) {
+      if (why.rfind("gnuplot is not installed", 0) == 0) {
+        plots_ok = false;  // no point trying again for every control
+        summary.plot_note = why;
+      } else if (summary.plot_note.empty()) {
+        summary.plot_note = why;
+      }
+    }
+
+    std::ostringstream body;
+    body << "<p><a href=\"index.html\">&larr; all controls</a></p>\n<h1>" << esc(id) << "</h1>\n";
+    body << "<p>" << esc(text(r, "kind")) << " control, family <b>" << esc(text(r, "family")) << "</b>: reference <code>"
+         << esc(text(r.at("reference"), "variant")) << "</code> (" << esc(text(r.at("reference"), "version"))
+         << "), production <code>" << esc(text(r.at("production"), "variant")) << "</code> ("
+         << esc(text(r.at("production"), "version")) << ")</p>\n";
+    body << "<table><tr><th>algebra</th><th>bias</th><th>variance</th><th>overall</th><th>replicates</th></tr><tr><td>"
+         << badge(va) << "</td><td>" << badge(vb) << "</td><td>" << badge(vv) << "</td><td>" << badge(overall)
+         << "</td><td class=\"num\">" << num(r.value("replicates", nlohmann::json())) << "</td></tr></table>\n";
+    if (!unexpected.empty()) {
+      body << "<div class=\"attention\"><b>Differs from its YAML expectation:</b><ul>";
+      for (const auto& u : unexpected) body << "<li>" << esc(u.is_string() ? u.get<std::string>() : u.dump()) << "</li>";
+      body << "</ul></div>\n";
+    }
+    body << "<h2>Mechanism</h2><p>" << esc(text(r, "mechanism")) << "</p>\n";
+    body << "<h2>References</h2><ul>";
+    for (const auto& ref : r.value("references", nlohmann::json::array())) {
+      const std::string link = ref.is_string() ? ref.get<std::string>() : ref.dump();
+      body << "<li><a href=\"" << esc(link) << "\">" << esc(link) << "</a></li>";
+    }
+    body << "</ul>\n<h2>Gates</h2><table>";
+    for (const char* g : {"algebra", "bias", "variance"})
+      body << "<tr><th>" << g << "</th><td>" << badge(text(gates.at(g), "verdict")) << "</td><td>"
+           << esc(text(gates.at(g), "reason")) << "</td></tr>";
+    body << "</table>\n";
+    if (!r.value("error", nlohmann::json()).is_null() && r.contains("error"))
+      body << "<div class=\"attention\"><b>Harness error:</b> " << esc(text(r, "error")) << "</div>\n";
+    body << "<h2>Plots</h2>\n";
+    if (!drawn) body << "<p>" << esc(why) << "</p>\n";
+    if (plots.figures.empty()) body << "<p>No K-hat above 0 and no kept bias bucket: nothing to plot (every replicate within one ULP of the oracle).</p>\n";
+    if (khat.empty() && !input.tails.empty())
+      body << "<p>No K-hat sample for this control in " << esc(input.tails.string()) << ".</p>\n";
+    for (const auto& [file, caption] : plots.figures) {
+      if (!drawn) break;
+      body << "<figure><img src=\"plots/" << esc(file) << "\" alt=\"" << esc(file) << "\"><figcaption>" << esc(caption)
+           << "</figcaption></figure>\n";
+      ++summary.plots;
+    }
+    body << "<h2>History</h2>\n";
+    if (!input.history_note.empty()) body << "<p>" << esc(input.history_note) << "</p>\n";
+    else if (!history_file.empty() && drawn) {
+      body << "<figure><img src=\"plots/" << esc(history_file) << "\" alt=\"history\"><figcaption>U and max |z| of this "
+           << "control over the runs the database holds in the same environment (every profile, oldest first); "
+           << "the table marks verdict changes.</figcaption></figure>\n";
+      ++summary.plots;
+    }
+    if (const auto it = input.history.find(id); it != input.history.end() && !it->second.empty()) {
+      body << "<table><tr><th>started (UTC)</th><th>run</th><th>verdict</th><th>U</th><th>max |z|</th></tr>";
+      std::string last;
+      for (const auto& h : it->second) {
+        body << "<tr><td>" << esc(h.started_at) << "</td><td>" << esc(h.run_id) << "</td><td>" << badge(h.verdict)
+             << (last.empty() || last == h.verdict ? "" : " &larr; changed") << "</td><td class=\"num\">"
+             << (h.u >= 0 ? stats::format_number(h.u) : "-") << "</td><td class=\"num\">"
+             << (h.max_abs_z >= 0 ? stats::format_number(h.max_abs_z) : "-") << "</td></tr>";
+        last = h.verdict;
+      }
+      body << "</table>\n";
+    }
+    body << "<h2>Environment</h2><p>"
+         << esc(input.environment_words.empty() ? "not known to this report (see the run in the database)" : input.environment_words)
+         << "; LibTorch " << esc(text(r.value("provenance", nlohmann::json::object()), "torch_version")) << " on "
+         << esc(text(r.value("provenance", nlohmann::json::object()), "device")) << "</p>\n";
+    body << "<h2>Case file</h2>\n";
+    const std::string source = text(r, "source");
+    std::ifstream yaml(source);
+    if (yaml) {
+      std::stringstream ss;
+      ss << yaml.rdbuf();
+      store::write_text_file((out / "yaml" / (stem + ".yaml")).string(), ss.str());
+      body << "<p><a href=\"yaml/" << esc(stem) << ".yaml\">" << esc(source) << "</a></p><pre>" << esc(ss.str()) << "</pre>\n";
+    } else {
+      body << "<p>" << esc(source.empty() ? "no source path recorded" : source + " is not readable here") << "</p>\n";
+    }
+    store::write_text_file((out / (stem + ".html")).string(), page("kcert: " + id, body.str()));
+    ++summary.pages;
+  }
+
+  // The index: attention first, then what changed, the falsifiability table, every control.
+  std::ostringstream body;
+  body << "<h1>kcert nightly " << esc(text(doc, "run_id")) << "</h1>\n<p>profile: "
+       << esc(text(doc, "profile").empty() ? "contract shapes" : text(doc, "profile")) << "; results from the "
+       << esc(text(doc, "source")) << "; environment(s): ";
+  for (const auto& e : doc.value("environments", nlohmann::json::array())) body << "<code>" << esc(e.get<std::string>()) << "</code> ";
+  body << (input.environment_words.empty() ? "" : "(" + esc(input.environment_words) + ")") << "</p>\n";
+  const auto reasons = doc.value("reasons", nlohmann::json::array());
+  if (!reasons.empty()) {
+    body << "<div class=\"attention\"><b>Attention</b> (exit " << num(doc.value("exit_status", nlohmann::json())) << ")<ul>";
+    for (const auto& r : reasons) body << "<li>" << esc(r.get<std::string>()) << "</li>";
+    body << "</ul></div>\n";
+  } else {
+    body << "<p>" << badge("PASS") << " every control behaved as expected.</p>\n";
+  }
+  body << "<h2>Since the last run</h2>\n<p>" << esc(text(doc, "previous")) << "</p><ul>";
+  for (const auto& c : doc.value("changes", nlohmann::json::array()))
+    body << "<li>" << (c.value("alarming", false) ? "<b>" : "") << esc(text(c, "id")) << ": " << esc(text(c, "change"))
+         << (c.value("alarming", false) ? "</b>" : "") << "</li>";
+  body << "</ul>\n<h2>Falsifiability</h2>\n" << falsifiability_table(doc.value("falsifiability", nlohmann::json()));
+  body << "\n<h2>Controls</h2>\n<table><tr><th>control</th><th>kind</th><th>family</th><th>algebra</th><th>bias</th>"
+          "<th>variance</th><th>overall</th><th>U</th><th>max |z|</th><th>expectation</th></tr>\n"
+       << rows << "</table>\n";
+  if (!plots_ok) body << "<p>" << esc(summary.plot_note) << "</p>\n";
+  store::write_text_file((out / "index.html").string(), page("kcert nightly " + text(doc, "run_id"), body.str()));
+  ++summary.pages;
+  return summary;
+}
+
+void register_report_command(CLI::App& app) {
+  struct Options {
+    std::string folder, out;
+    bool no_db = false;
+  };
+  auto o = std::make_shared<Options>();
+  auto* cmd = app.add_subcommand("report", "Write the HTML report of a nightly report folder (index.html, one page per control, plots)");
+  cmd->footer(
+      "Reads FOLDER/results.json and FOLDER/tails/*.csv, as `kcert nightly` leaves them (it writes this\n"
+      "report itself into FOLDER/html), and writes a static site that opens from disk: the falsifiability\n"
+      "table, what changed since the last run, every control with its verdicts, and per control the K-hat\n"
+      "tail with the fitted GPD, a mean residual life plot, a threshold-stability plot, a QQ plot, the bias\n"
+      "plane, and its history from the database (KCERT_DB; --no-db to skip). Plots need gnuplot.\n\n"
+      "Example:\n  kcert report .kcert/reports/nightly-20261201T023000Z-1 && xdg-open .kcert/reports/.../html/index.html");
+  cmd->add_option("folder", o->folder, "a nightly report folder (holds results.json)")->required()->check(CLI::ExistingDirectory);
+  cmd->add_option("--out", o->out, "where to write the site (default: FOLDER/html)");
+  cmd->add_flag("--no-db", o->no_db, "do not read history from the database");
+  cmd->callback([o]() {
+    const fs::path folder(o->folder);
+    std::ifstream in(folder / "results.json");
+    if (!in) throw InputError((folder / "results.json").string() + ": cannot open (is this a nightly report folder?)");
+    HtmlReportInput input;
+    input.results = nlohmann::json::parse(in, nullptr, false);
+    if (input.results.is_discarded() || !input.results.is_object())
+      throw InputError((folder / "results.json").string() + ": not a JSON object");
+    input.tails = folder / "tails";
+    const auto envs = input.results.value("environments", nlohmann::json::array());
+    const auto here = store::detect_environment();
+    if (envs.size() == 1 && envs[0] == here.fingerprint) input.environment_words = store::describe_environment(here);
+    if (o->no_db) {
+      input.history_note = "History needs the results database (not read: --no-db).";
+    } else {
+      try {
+        store::ResultStore db(store::conninfo_from_environment());
+        for (const auto& r : input.results.value("results", nlohmann::json::array())) {
+          store::HistoryQuery q;
+          q.case_id = text(r, "id");
+          q.environment = envs.size() == 1 ? envs[0].get<std::string>() : "";
+          auto& points = input.history[q.case_id];
+          for (const auto& h : db.history(q))
+            points.push_back({h.started_at, h.run_id, h.verdict, h.variance_u.value_or(-1), h.max_abs_z.value_or(-1)});
+        }
+      } catch (const std::exception& e) {
+        input.history_note = std::string("History needs the results database, which is unavailable: ") + e.what();
+        input.history.clear();
+      }
+    }
+    const auto out = o->out.empty() ? folder / "html" : fs::path(o->out);
+    const auto s = write_html_report(input, out);
+    std::cout << fmt::format("report: {}/index.html ({} pages, {} plots)\n", fs::absolute(out).string(), s.pages, s.plots);
+    if (!s.plot_note.empty()) std::cerr << "kcert: warning: " << s.plot_note << "\n";
+  });
+}
+
+}  // namespace kcert::cli

@@ -1,0 +1,43 @@
+#pragma once
+// The nightly's HTML report: a static site that opens from disk (no server, no network, no
+// script), with the plots a reader needs before trusting a tail fit (the K-hat tail with its
+// GPD, mean residual life, threshold stability, QQ) and the bias plane. Plots are drawn by
+// gnuplot (SVG); without gnuplot the pages say so and carry the numbers alone.
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+
+#include <filesystem>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace kcert::cli {
+
+// One past result of a control in the same environment and profile, oldest first.
+struct HistoryPoint {
+  std::string started_at, run_id, verdict;
+  double u = -1;          // < 0: none (infinite or undefined)
+  double max_abs_z = -1;  // < 0: none
+};
+
+struct HtmlReportInput {
+  nlohmann::json results;            // the nightly's results.json
+  std::filesystem::path tails;       // folder of <control>.csv K-hat samples ("" = none)
+  std::map<std::string, std::vector<HistoryPoint>> history;  // by control id
+  std::string history_note;          // why there is no history ("" when there is)
+  std::string environment_words;     // CPU, ISA, GPU, LibTorch, BLAS, compiler ("" = unknown)
+};
+
+struct HtmlReportSummary {
+  int pages = 0;
+  int plots = 0;
+  std::string plot_note;  // "" or why plots are missing (no gnuplot)
+};
+
+// Writes out/index.html and out/<control>.html (plots in out/plots/, case files in out/yaml/).
+HtmlReportSummary write_html_report(const HtmlReportInput& input, const std::filesystem::path& out);
+
+// `kcert report DIR`: the HTML report of a nightly report folder (results.json, tails/).
+void register_report_command(CLI::App& app);
+
+}  // namespace kcert::cli

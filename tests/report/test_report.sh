@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# The nightly's HTML report in a real headless browser: a smoke nightly (RMSNorm controls,
+# no database) writes html/; Chromium opens the index and a negative control's page, logs no
+# error, and renders every plot; `kcert report` rebuilds the same site from the folder.
+# Screenshots are kept in OUT_DIR (an artifact of the test run).
+#   test_report.sh KCERT_BINARY SOURCE_DIR OUT_DIR
+set -euo pipefail
+kcert=$1 src=$2 out=$3
+work=$(mktemp -d /tmp/kcert-report-test.XXXXXX)
+trap 'rm -rf "$work"' EXIT
+cd "$work"
+fail() { echo "FAILED: $*" >&2; exit 1; }
+
+"$kcert" nightly --profile smoke --filter rmsnorm "$src/testcases" --no-db --report night --quiet >out.txt 2>err.txt ||
+  { cat out.txt err.txt >&2; fail "nightly"; }
+grep -q "html: .*/night/html/index.html" out.txt || fail "the nightly did not say where its HTML report is"
+page=night/html/n1_gemma_rmsnorm_offset_bf16.html
+[[ -s night/html/index.html && -s $page ]] || fail "index or control page missing"
+# What a reader must find: the table, the links, the plots with captions, the case file.
+grep -q "negatives detected" night/html/index.html || fail "no falsifiability table"
+grep -q 'href="n1_gemma_rmsnorm_offset_bf16.html"' night/html/index.html || fail "no link to the control page"
+for plot in tail bias; do
+  grep -q "plots/n1_gemma_rmsnorm_offset_bf16-$plot.svg" "$page" || fail "no $plot plot on the N1 page"
+done
+grep -q "<figcaption>The K-hat tail" "$page" || fail "plot without caption"
+grep -q "History needs the results database" "$page" || fail "--no-db history note"
+grep -q "schema: 1" "$page" || fail "case file not shown"
+
+/usr/bin/python3 "$src/tests/report/check_pages.py" "$out" night/html/index.html "$page"
+
+# The command rebuilds the same pages from the folder.
+"$kcert" report night --no-db --out again >report.txt
+grep -q "again/index.html (11 pages" report.txt || { cat report.txt >&2; fail "kcert report"; }
+# Same page but for why there is no history (spool vs --no-db), same plots.
+diff <(grep -v "History needs" "$page") <(grep -v "History needs" again/n1_gemma_rmsnorm_offset_bf16.html) >/dev/null ||
+  fail "kcert report's page differs from the nightly's"
+cmp -s night/html/plots/n1_gemma_rmsnorm_offset_bf16-tail.svg again/plots/n1_gemma_rmsnorm_offset_bf16-tail.svg ||
+  fail "kcert report's tail plot differs from the nightly's"
+echo "report test passed: $(du -sh night/html | cut -f1) for $(ls night/html/*.html | wc -l) pages and $(ls night/html/plots/*.svg | wc -l) plots"
