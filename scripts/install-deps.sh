@@ -26,6 +26,8 @@ if [[ ${1:-} == --tests ]]; then
   PACKAGES+=(slurmctld slurmd slurm-client munge)
   # The HTML report is tested in a real headless browser (tests/report/check_pages.py).
   PACKAGES+=(chromium chromium-driver python3-selenium)
+  # JUnit output is validated against docs/junit.xsd with xmllint.
+  PACKAGES+=(libxml2-utils)
 fi
 
 missing=()

@@ -17,6 +17,7 @@
 #include "eval/falsifiability.hpp"
 #include "harness/cli/exit_codes.hpp"
 #include "harness/cli/html_report.hpp"
+#include "harness/cli/junit.hpp"
 #include "harness/cli/report.hpp"
 #include "harness/cli/run_cases_command.hpp"
 #include "harness/cli/run_storage.hpp"
@@ -35,6 +36,7 @@ struct NightlyOptions {
   std::string shard;  // "K/N"
   std::string run_id;
   std::string report_dir;
+  std::string junit;
   std::string finish;
   std::uint64_t replicates = 0;
   std::string device = "cpu";
@@ -93,6 +95,7 @@ struct NightlyData {
   std::map<std::string, eval::ControlOutcome> previous;
   std::string previous_note;
   std::map<std::string, std::vector<HistoryPoint>> history;  // by case id, same environment
+  std::string junit;  // write JUnit XML here too ("" = no)
   std::string history_note = "History needs the results database (this run's results come from its spool).";
 };
 
@@ -165,6 +168,7 @@ int report(const NightlyData& d, const std::string& report_dir, bool quiet) {
     store::write_text_file((dir / "tails" / (store::safe_file_name(id) + ".csv")).string(), csv);
   }
   std::cout << "\nreport: " << std::filesystem::absolute(dir).string() << "/summary.md\n";
+  if (!d.junit.empty()) write_junit(d.junit, d.documents, "kcert nightly " + d.run_id);
   {
     // The same results as a static site with plots (html_report.hpp).
     HtmlReportInput html;
@@ -266,6 +270,7 @@ void register_nightly_command(CLI::App& app, kernels::Registry& registry) {
   cmd->add_option("--shard", o->shard, "run part K of N (1-based), e.g. 2/4");
   cmd->add_option("--run-id", o->run_id, "run id (required with --shard N > 1; default: a new one)");
   cmd->add_option("--report", o->report_dir, "report folder (default .kcert/reports/RUN_ID)");
+  cmd->add_option("--junit", o->junit, "also write JUnit XML: one testcase per control, failing when it misses its expectation");
   cmd->add_option("--finish", o->finish, "print the merged table and report of a (sharded) run from the database");
   cmd->add_option("--replicates", o->replicates, "override R for every control");
   cmd->add_option("--device", o->device, "where kernels run")->check(CLI::IsMember({"cpu", "cuda"}))->capture_default_str();
@@ -275,7 +280,8 @@ void register_nightly_command(CLI::App& app, kernels::Registry& registry) {
     if (!o->finish.empty()) {
       if (o->no_db) throw UsageError("--finish reads the database; it cannot be combined with --no-db");
       store::ResultStore db(store::conninfo_from_environment());
-      const auto data = from_database(db, o->finish);
+      auto data = from_database(db, o->finish);
+      data.junit = o->junit;
       const auto dir = o->report_dir.empty() ? ".kcert/reports/" + o->finish : o->report_dir;
       const int code = report(data, dir, o->quiet);
       if (code != exit_ok) throw ExitWith(code);
@@ -367,7 +373,9 @@ void register_nightly_command(CLI::App& app, kernels::Registry& registry) {
         if (error) throw ExitWith(exit_input_error);
         return;
       }
-      const int code = report(from_database(*db, run_id), dir, o->quiet);
+      auto data = from_database(*db, run_id);
+      data.junit = o->junit;
+      const int code = report(data, dir, o->quiet);
       if (code != exit_ok) throw ExitWith(code);
       return;
     }
@@ -383,6 +391,7 @@ void register_nightly_command(CLI::App& app, kernels::Registry& registry) {
       d.documents.push_back(store::to_json(r));
       d.khat[r.testcase.id] = r.variance.khat;
     }
+    d.junit = o->junit;
     const int code = report(d, dir, o->quiet);
     if (code != exit_ok) throw ExitWith(code);
     if (!o->no_db) {

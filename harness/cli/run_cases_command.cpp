@@ -1,4 +1,5 @@
 #include "harness/cli/run_cases_command.hpp"
+#include "harness/cli/junit.hpp"
 #include "harness/cli/resources.hpp"
 
 #include <fmt/format.h>
@@ -113,6 +114,7 @@ namespace {
 struct RunOptionsCli {
   std::vector<std::string> paths;
   std::string json_path;
+  std::string junit_path;
   std::uint64_t replicates = 0;
   std::uint64_t seed = 0;
   bool seed_given = false;
@@ -201,6 +203,8 @@ void register_run_command(CLI::App& app, kernels::Registry& registry) {
       "harness error.");
   cmd->add_option("cases", o->paths, "test-case files or folders (searched recursively for *.yaml)")->required();
   cmd->add_option("--json", o->json_path, "also write the results as JSON to this file (docs/results.md)");
+  cmd->add_option("--junit", o->junit_path, "also write JUnit XML: one testcase per case, failing when it misses its "
+                                            "expectation (or, without one, when it FAILs)");
   cmd->add_option("--replicates", o->replicates, "override R, the pre-declared replicate count of every case");
   cmd->add_option("--seed", o->seed, "override every case's probe seed")->each([o](const std::string&) { o->seed_given = true; });
   cmd->add_option("--device", o->device, "where kernels run")->check(CLI::IsMember({"cpu", "cuda"}))->capture_default_str();
@@ -234,6 +238,11 @@ void register_run_command(CLI::App& app, kernels::Registry& registry) {
       // Keep what is done on disk after every case: an interrupted run loses nothing.
       if (!o->json_path.empty()) store::write_json_file(o->json_path, store::results_document(done, KCERT_VERSION));
     });
+    if (!o->junit_path.empty()) {
+      std::vector<nlohmann::json> docs;
+      for (const auto& r : results) docs.push_back(store::to_json(r));
+      write_junit(o->junit_path, docs, "kcert run");
+    }
     bool harness_error = false;
     for (const auto& r : results) harness_error |= !r.error.empty();
     storage.finish("finished");

@@ -8,6 +8,7 @@
 #include "eval/falsifiability.hpp"
 #include "harness/cli/exit_codes.hpp"
 #include "harness/cli/report.hpp"
+#include "harness/cli/junit.hpp"
 #include "harness/cli/run_cases_command.hpp"
 #include "harness/store/json.hpp"
 
@@ -19,6 +20,7 @@ struct SuiteOptions {
   std::vector<std::string> paths{"testcases"};
   std::string profile;
   std::string json_path;
+  std::string junit_path;
   std::uint64_t replicates = 0;
   std::string device = "cpu";
   bool quiet = false;
@@ -41,6 +43,7 @@ void register_suite_command(CLI::App& app, kernels::Registry& registry) {
   cmd->add_option("dirs", o->paths, "control folders or files")->capture_default_str();
   cmd->add_option("--profile", o->profile, "apply each control's profiles.<name> (CI uses smoke)");
   cmd->add_option("--json", o->json_path, "write results and the table as JSON");
+  cmd->add_option("--junit", o->junit_path, "write JUnit XML: one testcase per control, failing when it misses its expectation");
   cmd->add_option("--replicates", o->replicates, "override R for every control");
   cmd->add_option("--device", o->device, "where kernels run (cuda needs a CUDA LibTorch, docs/gpu.md)")
       ->check(CLI::IsMember({"cpu", "cuda"}))
@@ -58,6 +61,11 @@ void register_suite_command(CLI::App& app, kernels::Registry& registry) {
       store::write_json_file(o->json_path, doc);
     };
     const auto results = run_cases(cases, registry, options, o->quiet, write);
+    if (!o->junit_path.empty()) {
+      std::vector<nlohmann::json> docs;
+      for (const auto& r : results) docs.push_back(store::to_json(r));
+      write_junit(o->junit_path, docs, "kcert suite" + (o->profile.empty() ? std::string() : " (" + o->profile + ")"));
+    }
     const auto table = eval::tabulate(results);
     std::vector<eval::ControlOutcome> outcomes;
     for (const auto& r : results) outcomes.push_back(eval::outcome(r));

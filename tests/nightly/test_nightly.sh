@@ -107,8 +107,11 @@ mkdir -p bad-expect
 sed 's/^  bias: .*/  bias: PASS/; s/^id: .*/id: n1_wrong_expectation/' \
   "$src/testcases/negative/rmsnorm/n1_gemma_rmsnorm_offset_bf16.yaml" > bad-expect/n1.yaml
 grep -q "bias: PASS" bad-expect/n1.yaml || fail "test setup: expectation not rewritten"
-expect_status 1 "$kcert" nightly bad-expect --profile smoke --quiet
+expect_status 1 "$kcert" nightly bad-expect --profile smoke --quiet --junit bad-expect.xml
 grep -q "differ from the YAML expectations" "$work/out.txt" || fail "exit 1 without the reason"
+xmllint --noout --schema "$src/docs/junit.xsd" bad-expect.xml 2>/dev/null || fail "nightly --junit does not validate"
+grep -q '<failure message="verdicts differ from the YAML expectation: bias: expected PASS, got FAIL"' bad-expect.xml ||
+  fail "nightly --junit does not fail the control that missed its expectation"
 
 # 6. Exit 2: a malformed control, and a bad --shard.
 mkdir -p malformed && printf 'schema: 1\nid: [unclosed\n' > malformed/x.yaml

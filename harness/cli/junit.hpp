@@ -1,0 +1,19 @@
+#pragma once
+// JUnit XML for CI dashboards: one <testcase> per control. A control that misses its YAML
+// expectation is a <failure> with the mismatches; a case without an expectation fails when
+// its verdict is FAIL; a harness ERROR is an <error>. Validates against docs/junit.xsd (the
+// Jenkins/Ant form CI dashboards read).
+#include <nlohmann/json.hpp>
+
+#include <string>
+#include <vector>
+
+namespace kcert::cli {
+
+// `documents`: result documents (docs/results.md). `suite`: the <testsuite> name.
+std::string junit_xml(const std::vector<nlohmann::json>& documents, const std::string& suite, const std::string& timestamp);
+
+// Writes it (checked, store::write_text_file).
+void write_junit(const std::string& path, const std::vector<nlohmann::json>& documents, const std::string& suite);
+
+}  // namespace kcert::cli
