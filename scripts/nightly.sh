@@ -1,14 +1,15 @@
 #!/usr/bin/env bash
 # The main job of the README: install, build, and run the control suite into PostgreSQL.
 #
-#   scripts/nightly.sh                    # local PostgreSQL under .kcert/postgres when KCERT_DB is unset
+#   scripts/nightly.sh                    # local PostgreSQL under $KCERT_HOME/postgres when KCERT_DB is unset
 #   KCERT_DB=postgresql://... scripts/nightly.sh
 #   scripts/nightly.sh --profile smoke    # extra arguments go to `kcert nightly`
 #   scripts/nightly.sh --shard 2/4 --run-id nightly-42   # one shard of a run (docs/operations.md)
 #
-# Runs `kcert nightly testcases`: every result is spooled under .kcert/spool, stored in
+# Runs `kcert nightly testcases`: every result is spooled under $KCERT_HOME/spool, stored in
 # PostgreSQL, compared with the last run in this environment, and reported under
-# .kcert/reports/RUN_ID/ (summary.md, results.json, tails/).
+# $KCERT_HOME/reports/RUN_ID/ (summary.md, results.json, tails/, html/). KCERT_HOME is kcert's
+# state folder, default .kcert in the checkout.
 # Exit status (kcert nightly's): 0 every control behaved as expected, 1 a negative escaped,
 # a positive FAILed or a verdict flipped, 2 harness or input error.
 set -euo pipefail
@@ -16,6 +17,7 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 BUILD="${KCERT_BUILD_DIR:-$ROOT/build}"
 cd "$ROOT"
+export KCERT_HOME="${KCERT_HOME:-$ROOT/.kcert}"
 
 "$ROOT/scripts/install-deps.sh"
 cmake -S "$ROOT" -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
@@ -24,7 +26,7 @@ cmake --build "$BUILD" --parallel "$(nproc)" --target kcert
 if [[ -z ${KCERT_DB:-} ]]; then
   # Kept under the checkout; as root the server runs as `postgres`, which must be able to
   # reach it, else a folder under /var/tmp is used (KCERT_PG_DIR chooses another).
-  pgdir=${KCERT_PG_DIR:-$ROOT/.kcert/postgres}
+  pgdir=${KCERT_PG_DIR:-$KCERT_HOME/postgres}
   if [[ -z ${KCERT_PG_DIR:-} && $(id -u) -eq 0 ]] && ! runuser -u postgres -- test -x "$ROOT"; then
     pgdir=/var/tmp/kcert-postgres-$(echo -n "$ROOT" | md5sum | cut -c1-12)
   fi
@@ -36,5 +38,6 @@ fi
 
 status=0
 "$BUILD/kcert" nightly "$ROOT/testcases" "$@" || status=$?
-echo "nightly.sh: report under $ROOT/.kcert/reports/ (newest: $(ls -1t "$ROOT/.kcert/reports" 2>/dev/null | head -1)); results in the database (kcert history CASE), spool under .kcert/spool/"
+newest=$(ls -1t "$KCERT_HOME/reports" 2>/dev/null | head -1)
+echo "nightly.sh: report $KCERT_HOME/reports/$newest/html/index.html; results in the database (kcert history CASE), spool under $KCERT_HOME/spool/"
 exit $status

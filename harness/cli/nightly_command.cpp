@@ -36,6 +36,7 @@ struct NightlyOptions {
   std::string shard;  // "K/N"
   std::string run_id;
   std::string report_dir;
+  std::string spool_dir;
   std::string junit;
   std::string finish;
   std::uint64_t replicates = 0;
@@ -269,7 +270,8 @@ void register_nightly_command(CLI::App& app, kernels::Registry& registry) {
       ->allow_extra_args(false);
   cmd->add_option("--shard", o->shard, "run part K of N (1-based), e.g. 2/4");
   cmd->add_option("--run-id", o->run_id, "run id (required with --shard N > 1; default: a new one)");
-  cmd->add_option("--report", o->report_dir, "report folder (default .kcert/reports/RUN_ID)");
+  cmd->add_option("--report", o->report_dir, "report folder (default $KCERT_HOME/reports/RUN_ID; KCERT_HOME defaults to .kcert)");
+  cmd->add_option("--spool", o->spool_dir, "folder for the spool file (default $KCERT_HOME/spool)");
   cmd->add_option("--junit", o->junit, "also write JUnit XML: one testcase per control, failing when it misses its expectation");
   cmd->add_option("--finish", o->finish, "print the merged table and report of a (sharded) run from the database");
   cmd->add_option("--replicates", o->replicates, "override R for every control");
@@ -282,7 +284,7 @@ void register_nightly_command(CLI::App& app, kernels::Registry& registry) {
       store::ResultStore db(store::conninfo_from_environment());
       auto data = from_database(db, o->finish);
       data.junit = o->junit;
-      const auto dir = o->report_dir.empty() ? ".kcert/reports/" + o->finish : o->report_dir;
+      const auto dir = o->report_dir.empty() ? state_dir() + "/reports/" + o->finish : o->report_dir;
       const int code = report(data, dir, o->quiet);
       if (code != exit_ok) throw ExitWith(code);
       return;
@@ -302,7 +304,9 @@ void register_nightly_command(CLI::App& app, kernels::Registry& registry) {
       try {
         db = std::make_unique<store::ResultStore>(store::conninfo_from_environment());
       } catch (const std::exception& e) {
-        std::cerr << "kcert: warning: database unavailable, default thresholds and no comparison: " << e.what() << "\n";
+        std::cerr << "kcert: warning: database unavailable, default thresholds and no comparison (--no-db runs without "
+                     "one on purpose): "
+                  << e.what() << "\n";
       }
     }
     if (db && !o->run_id.empty()) {
@@ -347,6 +351,7 @@ void register_nightly_command(CLI::App& app, kernels::Registry& registry) {
     so.db = !o->no_db;
     so.force = true;
     so.run_id = o->run_id;
+    so.spool_dir = o->spool_dir;
     so.profile = o->profile;
     so.shard_index = shard.index;
     so.shard_count = shard.count;
@@ -359,7 +364,7 @@ void register_nightly_command(CLI::App& app, kernels::Registry& registry) {
                                    [&](const std::vector<engine::CaseResult>& done) { storage.store(done.back()); });
     storage.finish("finished");
     const auto& run_id = storage.run().run_id;
-    const auto dir = o->report_dir.empty() ? ".kcert/reports/" + run_id : o->report_dir;
+    const auto dir = o->report_dir.empty() ? state_dir() + "/reports/" + run_id : o->report_dir;
 
     if (db && storage.database_ok()) {
       const auto summary = db->run_summary(run_id);

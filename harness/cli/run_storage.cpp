@@ -2,9 +2,15 @@
 
 #include "harness/cli/exit_codes.hpp"
 
+#include <cstdlib>
 #include <iostream>
 
 namespace kcert::cli {
+
+std::string state_dir() {
+  const char* home = std::getenv("KCERT_HOME");
+  return home && *home ? home : ".kcert";
+}
 
 RunStorage::RunStorage(const StorageOptions& o) : wanted_db_(o.db) {
   if (!o.db && o.spool.empty() && !o.force) return;
@@ -19,7 +25,8 @@ RunStorage::RunStorage(const StorageOptions& o) : wanted_db_(o.db) {
   run_->configuration = o.configuration;
   run_->environment = store::detect_environment();
   const std::string suffix = o.shard_count > 1 ? "-shard" + std::to_string(o.shard_index + 1) : "";
-  const std::string path = o.spool.empty() ? ".kcert/spool/" + run_->run_id + suffix + ".jsonl" : o.spool;
+  const std::string folder = o.spool_dir.empty() ? state_dir() + "/spool" : o.spool_dir;
+  const std::string path = o.spool.empty() ? folder + "/" + run_->run_id + suffix + ".jsonl" : o.spool;
   try {
     spool_ = std::make_unique<store::SpoolWriter>(path);
   } catch (const std::runtime_error& e) {

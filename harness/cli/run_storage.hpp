@@ -14,9 +14,13 @@
 
 namespace kcert::cli {
 
+// kcert's state folder: KCERT_HOME, else ".kcert" (spool/, reports/, postgres/ live in it).
+std::string state_dir();
+
 struct StorageOptions {
   bool db = false;
-  std::string spool;   // default with db: .kcert/spool/RUN_ID.jsonl
+  std::string spool;      // a spool file; default with db: STATE/spool/RUN_ID.jsonl
+  std::string spool_dir;  // or the folder for it (the file is named after the run and shard)
   std::string run_id;  // default: a new one
   std::string profile;
   int shard_index = 0;  // 0-based

@@ -136,7 +136,10 @@ ResultStore::ResultStore(const std::string& conninfo) {
     while (!msg.empty() && (msg.back() == '\n' || msg.back() == ' ')) msg.pop_back();
     throw DatabaseError("cannot connect to the results database (" +
                         std::string(conninfo.empty() ? "libpq defaults: PG* variables / service file" : "KCERT_DB") +
-                        "): " + msg);
+                        "): " + msg +
+                        ". To fix: set KCERT_DB to a reachable server (postgresql://user@host/db; password in "
+                        "~/.pgpass), or start a local one with scripts/pg-cluster.sh start DIR and use the connection "
+                        "string it prints (scripts/nightly.sh does this when KCERT_DB is unset); docs/database.md");
   }
 }
 

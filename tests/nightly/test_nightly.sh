@@ -125,6 +125,14 @@ grep -q "results read from the spool" outage/summary.md || fail "outage report"
 grep -q "kcert upload" "$work/err.txt" || fail "outage must say how to upload later"
 grep -q "attention: the database was unavailable: nothing stored" "$work/out.txt" || fail "outage must say nothing was stored"
 KCERT_DB="host=$work/nowhere dbname=kcert" expect_status 0 "$kcert" nightly "${cases[@]}" --no-db --report no-db --quiet
+# The state folder (KCERT_HOME) holds spool and reports; --spool DIR puts the spool elsewhere.
+KCERT_HOME="$work/home" expect_status 0 "$kcert" nightly "${cases[@]}" --no-db --run-id homed --quiet
+[[ -s $work/home/spool/homed.jsonl && -s $work/home/reports/homed/html/index.html ]] || fail "KCERT_HOME not used"
+expect_status 0 "$kcert" nightly "${cases[@]}" --no-db --run-id spooled --spool "$work/elsewhere" --report spooled --quiet
+[[ -s $work/elsewhere/spooled.jsonl ]] || fail "--spool DIR not used"
+KCERT_DB="host=$work/nowhere dbname=kcert" expect_status 2 "$kcert" nightly "${cases[@]}" --report outage2 --quiet
+grep -q "scripts/pg-cluster.sh start DIR" "$work/err.txt" || fail "a database error must say how to fix it"
+grep -q -- "--no-db runs without one on purpose" "$work/err.txt" || fail "the nightly must mention --no-db"
 
 # 8. A database that stalls mid-run (the connection stays open, nothing comes back, as from a
 # server stopped with SIGSTOP): the statement deadline drops it, the run carries on with the

@@ -49,6 +49,9 @@ TEST_CASE("libpq's parse errors never carry the password out", "[store][conninfo
     CHECK(message.find(secret) == std::string::npos);
     CHECK(message.find("Tr0ub4dor") == std::string::npos);
     CHECK(message.find("cannot connect to the results database") != std::string::npos);
+    // ... and says how to fix it.
+    CHECK(message.find("To fix: set KCERT_DB") != std::string::npos);
+    CHECK(message.find("scripts/pg-cluster.sh start DIR") != std::string::npos);
   }
   // What is not the password stays, so the message still says what is wrong.
   const auto m = redact_password("invalid sslmode value: \"bogus\"", "postgresql://k:Tr0ub4dor@h/d?sslmode=bogus");
