@@ -1,7 +1,9 @@
 #include "harness/cli/list_command.hpp"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
+#include <algorithm>
 #include <iostream>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -25,6 +27,30 @@ nlohmann::json params_json(const std::vector<kernels::ParamSpec>& specs) {
                    {"default", p.default_value ? nlohmann::json(kernels::format_value(*p.default_value)) : nlohmann::json(nullptr)},
                    {"choices", p.choices},
                    {"description", p.description}});
+  }
+  return out;
+}
+
+// The family's input tensors as its own code draws them at the default probe (a plugin author
+// needs the names: `x`, `W_router`, `pos`, `row_bias`): "name [shape] dtype", fixed first.
+// Empty when a probe parameter has no default, or drawing fails.
+std::vector<std::string> input_tensors(const kernels::Family& f) {
+  kernels::ProbeContract probe;
+  for (const auto& p : f.probe_params) {
+    if (!p.default_value) return {};
+    probe.params.set(p.name, *p.default_value);
+  }
+  std::vector<std::string> out;
+  try {
+    const auto fixed = f.make_fixed(probe, 1);
+    const auto replicate = f.make_replicate(probe, fixed, 2);
+    const auto describe = [](const std::string& kind, const std::string& name, const torch::Tensor& t) {
+      return fmt::format("{:<10} {:<16} [{}] {}", kind, name, fmt::join(t.sizes(), ", "), c10::toString(t.scalar_type()));
+    };
+    for (const auto& [name, t] : fixed.tensors()) out.push_back(describe("fixed", name, t));
+    for (const auto& [name, t] : replicate.tensors()) out.push_back(describe("replicate", name, t));
+  } catch (const std::exception&) {
+    return {};
   }
   return out;
 }
@@ -57,14 +83,39 @@ void register_list_command(CLI::App& app, const kernels::Registry& registry) {
       for (std::size_t i = 0; i < f.bucket_axes.size(); ++i) {
         std::cout << (i ? ", " : "") << f.bucket_axes[i] << (i == 0 ? " (default)" : "");
       }
+      // Columns as wide as their longest entry (a fixed width let `router.correction_bias` and
+      // `weights.bias_spread` run into the next column).
+      std::size_t name_w = 4, type_w = 4, default_w = 4, variant_w = 4;
+      const auto widen = [&](const kernels::ParamSpec& p) {
+        name_w = std::max(name_w, p.name.size());
+        type_w = std::max(type_w, std::string(kernels::describe(p.type)).size());
+        default_w = std::max(default_w, default_text(p).size());
+      };
+      for (const auto& p : f.probe_params) widen(p);
+      for (const auto& [vn, v] : f.variants) {
+        variant_w = std::max(variant_w, vn.size());
+        for (const auto& p : v.schema.params) widen(p);
+      }
       std::cout << "\n  probe parameters:\n";
       for (const auto& p : f.probe_params) {
-        std::cout << fmt::format("    {:<16} {:<18} default {:<12} {}\n", p.name, kernels::describe(p.type),
-                                 default_text(p), p.description);
+        std::cout << fmt::format("    {:<{}}  {:<{}}  default {:<{}}  {}\n", p.name, name_w, kernels::describe(p.type), type_w,
+                                 default_text(p), default_w, p.description);
+      }
+      if (!family_filter->empty()) {
+        // One family asked for: also what its kernels receive (names a plugin variant reads).
+        const auto inputs = input_tensors(f);
+        if (!inputs.empty()) {
+          std::cout << "  input tensors (at the default probe, bf16; replicate tensors gain a leading batch dimension):\n";
+          for (const auto& line : inputs) std::cout << "    " << line << "\n";
+        }
       }
       std::cout << "  variants:\n";
       for (const auto& [vn, v] : f.variants) {
-        std::cout << fmt::format("    {:<20} [{}] {}\n", vn, v.schema.version, v.schema.description);
+        std::cout << fmt::format("    {:<{}}  [{}] {}\n", vn, variant_w, v.schema.version, v.schema.description);
+        for (const auto& p : v.schema.params) {
+          std::cout << fmt::format("      param {:<{}}  {:<{}}  default {:<{}}  {}\n", p.name, name_w, kernels::describe(p.type),
+                                   type_w, default_text(p), default_w, p.description);
+        }
       }
     }
     if (!family_filter->empty() && registry.find_family(*family_filter) == nullptr) {
