@@ -28,6 +28,8 @@ if [[ ${1:-} == --tests ]]; then
   PACKAGES+=(chromium chromium-driver python3-selenium)
   # JUnit output is validated against docs/junit.xsd with xmllint.
   PACKAGES+=(libxml2-utils)
+  # JSON outputs are validated against docs/schema with python3-jsonschema.
+  PACKAGES+=(python3-jsonschema)
 fi
 
 missing=()

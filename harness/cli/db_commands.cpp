@@ -150,7 +150,8 @@ void register_db_commands(CLI::App& app) {
     }
     const std::string event = !rows.empty() && rows.front().kind == "positive" ? "false alarm" : "detection";
     if (h->format == "json") {
-      nlohmann::json out = {{"case", h->q.case_id}, {"runs", nlohmann::json::array()}};
+      nlohmann::json out = {{"format", "kcert-history/1"}, {"kcert_version", KCERT_VERSION}, {"case", h->q.case_id},
+                            {"runs", nlohmann::json::array()}};
       for (std::size_t i = 0; i < rows.size(); ++i) {
         const auto& r = rows[i];
         out["runs"].push_back({{"started_at", r.started_at}, {"run_id", r.run_id}, {"environment", r.fingerprint},

@@ -121,7 +121,10 @@ void register_list_command(CLI::App& app, const kernels::Registry& registry) {
     if (!family_filter->empty() && registry.find_family(*family_filter) == nullptr) {
       throw UsageError("no family '" + *family_filter + "'");
     }
-    if (*json) std::cout << doc.dump(2) << "\n";
+    if (*json) {
+      const nlohmann::json out = {{"format", "kcert-families/1"}, {"kcert_version", KCERT_VERSION}, {"families", doc}};
+      std::cout << out.dump(2) << "\n";
+    }
   });
 }
 

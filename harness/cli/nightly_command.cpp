@@ -152,7 +152,9 @@ int report(const NightlyData& d, const std::string& report_dir, bool quiet) {
   nlohmann::json changes_json = nlohmann::json::array();
   for (const auto& c : changes) changes_json.push_back({{"id", c.id}, {"change", c.what}, {"alarming", c.alarming}});
   store::write_json_file((dir / "results.json").string(),
-                         {{"run_id", d.run_id},
+                         {{"format", "kcert-nightly/1"},  // docs/schema/kcert-nightly-1.schema.json
+                          {"kcert_version", KCERT_VERSION},
+                          {"run_id", d.run_id},
                           {"profile", d.profile},
                           {"shard_count", d.shard_count},
                           {"source", d.source},

@@ -109,6 +109,8 @@ void register_tail_fit_command(CLI::App& app) {
       const auto analysis = stats::analyze_tail(read_khat_file(file), settings);
       if (opts->json) {
         auto j = store::to_json(analysis);
+        j["format"] = "kcert-tail-fit/1";  // docs/schema/kcert-tail-fit-1.schema.json
+        j["kcert_version"] = KCERT_VERSION;
         j["source"] = file;
         std::cout << j.dump() << "\n";
       } else {

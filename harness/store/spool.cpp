@@ -45,7 +45,7 @@ std::string new_run_id() {
 }
 
 nlohmann::json run_record(const RunInfo& run) {
-  return {{"type", "run"},
+  return {{"format", "kcert-spool/1"}, {"type", "run"},
           {"run_id", run.run_id},
           {"started_at", run.started_at},
           {"kcert_version", run.kcert_version},
@@ -71,7 +71,7 @@ nlohmann::json result_record(const RunInfo& run, const engine::CaseResult& resul
   }
   nlohmann::json khat = nlohmann::json::array();
   for (double k : result.variance.khat) khat.push_back(json_number(k));
-  return {{"type", "result"},
+  return {{"format", "kcert-spool/1"}, {"type", "result"},
           {"run_id", run.run_id},
           {"shard_index", run.shard_index},
           {"environment", run.environment.fingerprint},
@@ -87,7 +87,7 @@ nlohmann::json result_record(const RunInfo& run, const engine::CaseResult& resul
 }
 
 nlohmann::json finish_record(const RunInfo& run, const std::string& status) {
-  return {{"type", "finish"}, {"run_id", run.run_id}, {"shard_index", run.shard_index},
+  return {{"format", "kcert-spool/1"}, {"type", "finish"}, {"run_id", run.run_id}, {"shard_index", run.shard_index},
           {"finished_at", utc_now_iso()}, {"status", status}};
 }
 

@@ -132,8 +132,9 @@ TEST_CASE("kcert list shows the families and their variants", "[cli]") {
   CHECK_THAT(r.output, Catch::Contains("shape.hidden"));
   const auto j = run_command(kcert_binary() + " list rmsnorm --json");
   const auto doc = nlohmann::json::parse(j.output);
-  CHECK(doc.at(0).at("family") == "rmsnorm");
-  CHECK(doc.at(0).at("bucket_axes").at(0) == "channel");
+  CHECK(doc.at("format") == "kcert-families/1");
+  CHECK(doc.at("families").at(0).at("family") == "rmsnorm");
+  CHECK(doc.at("families").at(0).at("bucket_axes").at(0) == "channel");
   CHECK(run_command(kcert_binary() + " list nosuchfamily 2>&1").exit_code == 2);
 }
 

@@ -63,6 +63,10 @@ grep -q "shard(s) 2, 3 of 3 have not reported" "$work/err.txt" || fail "missing 
 expect_status 2 "$kcert" nightly "${cases[@]}" --shard 1/3 --run-id partial --quiet
 grep -q "shard 1/3 of run partial has already reported" "$work/err.txt" || fail "a repeated shard"
 
+# kcert history's JSON follows its schema (docs/schema/kcert-history-1.schema.json).
+"$kcert" history n1_gemma_rmsnorm_offset_bf16 --format json | "$py" "$src/tests/cli/validate_json.py" kcert-history-1.schema.json - >/dev/null ||
+  fail "history JSON does not validate"
+
 # 3b. A run left running (the split run above has one shard of two) is listed by db status
 # and closed by db abandon; abandoning it twice is refused.
 "$kcert" nightly "${cases[@]}" --shard 1/2 --run-id leftover --report leftover --quiet >/dev/null 2>&1 || true

@@ -28,6 +28,10 @@ grep -q "schema: 1" "$page" || fail "case file not shown"
 
 /usr/bin/python3 "$src/tests/report/check_pages.py" "$out" night/html/index.html "$page"
 
+# The data behind it follows its published schemas (docs/schema).
+/usr/bin/python3 "$src/tests/cli/validate_json.py" kcert-nightly-1.schema.json night/results.json
+/usr/bin/python3 "$src/tests/cli/validate_json.py" --lines kcert-spool-1.schema.json .kcert/spool/*.jsonl
+
 # The command rebuilds the same pages from the folder.
 "$kcert" report night --no-db --out again >report.txt
 grep -q "again/index.html (11 pages" report.txt || { cat report.txt >&2; fail "kcert report"; }
