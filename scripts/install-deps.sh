@@ -25,7 +25,7 @@ if [[ ${1:-} == --tests ]]; then
   # Not installed for the nightly alone: on a systemd machine the packages enable services.
   PACKAGES+=(slurmctld slurmd slurm-client munge)
   # The HTML report is tested in a real headless browser (tests/report/check_pages.py).
-  PACKAGES+=(chromium chromium-driver python3-selenium)
+  PACKAGES+=(chromium chromium-driver python3-selenium fonts-liberation)
   # JUnit output is validated against docs/junit.xsd with xmllint.
   PACKAGES+=(libxml2-utils)
   # JSON outputs are validated against docs/schema with python3-jsonschema.
