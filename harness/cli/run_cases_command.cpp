@@ -44,8 +44,24 @@ void load_plugins(const std::vector<std::string>& paths, kernels::Registry& regi
   }
 }
 
-std::vector<contract::TestCase> load_cases(const std::vector<std::string>& paths, kernels::Registry& registry,
+namespace {
+// The default folder `testcases` when the command runs outside a checkout: the controls
+// installed beside the binary (cmake --install puts them in DATADIR/kcert/testcases).
+std::vector<std::string> with_installed_controls(std::vector<std::string> paths) {
+  if (paths.size() != 1 || paths.front() != "testcases" || std::filesystem::exists("testcases")) return paths;
+  std::error_code ec;
+  const auto exe = std::filesystem::read_symlink("/proc/self/exe", ec);
+  if (ec) return paths;
+  const auto installed = (exe.parent_path() / KCERT_BIN_TO_CONTROLS).lexically_normal();
+  if (!std::filesystem::is_directory(installed)) return paths;
+  std::cerr << "kcert: no ./testcases here; using the installed controls in " << installed.string() << "\n";
+  return {installed.string()};
+}
+}  // namespace
+
+std::vector<contract::TestCase> load_cases(const std::vector<std::string>& given_paths, kernels::Registry& registry,
                                            const std::string& profile) {
+  const auto paths = with_installed_controls(given_paths);
   std::vector<std::string> files;
   try {
     files = testcase::collect_testcase_files(paths);

@@ -106,3 +106,17 @@ void register_builtin_families(Registry& registry) {
 }
 
 }  // namespace kcert::kernels
+
+#include "harness/kernels/builtin_schemas.hpp"
+
+namespace kcert::kernels {
+
+std::map<std::string, FamilySchema> builtin_family_schemas() {
+  Registry registry;
+  register_builtin_families(registry);
+  std::map<std::string, FamilySchema> out;
+  for (const auto& name : registry.family_names()) out.emplace(name, registry.family(name).schema());
+  return out;
+}
+
+}  // namespace kcert::kernels

@@ -17,6 +17,16 @@ cmake --build "$WORK/plugin" >/dev/null
 PLUGIN="$WORK/plugin/libfused_rmsnorm_example.so"
 [[ -f $PLUGIN ]] || fail "the example plugin was not built"
 
+# 0. The installed kcert is complete: controls and docs are installed, and a nightly run
+# outside any checkout (no ./testcases) uses the installed controls.
+[[ -s $WORK/prefix/share/kcert/testcases/negative/rmsnorm/n1_gemma_rmsnorm_offset_bf16.yaml ]] || fail "controls not installed"
+[[ -s $WORK/prefix/share/doc/kcert/method.md ]] || fail "docs not installed"
+mkdir -p "$WORK/elsewhere"
+(cd "$WORK/elsewhere" && "$KCERT" nightly --profile smoke --filter n1_gemma --no-db --quiet --report r >"$WORK/n.txt" 2>&1) ||
+  fail "installed nightly without a folder: $(cat "$WORK/n.txt")"
+expect_contains "$(cat "$WORK/n.txt")" "using the installed controls in $WORK/prefix/share/kcert/testcases"
+grep -q '"id": "n1_gemma_rmsnorm_offset_bf16"' "$WORK/elsewhere/r/results.json" || fail "installed controls did not run"
+
 # 1. Its correct variant passes and its defective one is flagged, as the YAML expects.
 "$KCERT" --plugin "$PLUGIN" run "$SRC/examples/plugin/cases" --expect --quiet --brief --json "$WORK/r.json" >"$WORK/out.txt" \
   || fail "cases did not meet their expectations: $(cat "$WORK/out.txt")"

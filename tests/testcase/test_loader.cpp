@@ -167,6 +167,12 @@ TEST_CASE("duplicate keys, non-string keys and a second document are errors with
                     Catch::Contains("case.yaml:12:3: probe.seed: duplicate key (first at line 11)"));
   CHECK_THROWS_WITH(parse(edit("  seed: 7\n", "  [a, b]: 7\n")), Catch::Contains("probe: keys must be plain strings, got a sequence"));
   CHECK_THROWS_WITH(parse(kValid + "---\nid: other\n"), Catch::Contains("a second YAML document (after ---) would be ignored"));
+  CHECK_THROWS_WITH(parse(kValid + "...\n--- {id: other}\n"), Catch::Contains("a second YAML document"));
+  // Markers that open or close the one document are fine, as are comments after it.
+  CHECK(parse("---\n" + kValid).id == parse(kValid).id);
+  CHECK(parse("%YAML 1.2\n---\n" + kValid + "...\n# end\n").id == parse(kValid).id);
+  // A stray ',' first: yaml-cpp 0.7's LoadAll allocated without bound; now a plain error.
+  CHECK_THROWS_WITH(parse(",\na: 1\n"), Catch::Contains("expected a mapping of test-case fields"));
 }
 
 TEST_CASE("a probe shift that swamps the spread in W is refused", "[loader]") {
