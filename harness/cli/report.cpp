@@ -119,18 +119,22 @@ std::string flag(bool f) { return f ? "flag" : "-"; }
 }  // namespace
 
 void print_controls(std::ostream& out, const std::vector<eval::ControlOutcome>& results) {
-  std::size_t w = 7;
-  for (const auto& r : results) w = std::max(w, r.id.size());
+  // Columns as wide as their entries (a fixed 9 let `residual_rmsnorm` push the row apart).
+  std::size_t w = 7, fw = 6;
+  for (const auto& r : results) {
+    w = std::max(w, r.id.size());
+    fw = std::max(fw, r.family.size());
+  }
   w = std::min<std::size_t>(w, 48);
-  out << fmt::format("{:<{}}  {:<8} {:<9} {:<7} {:<7} {:<8} {:<7} {:<8} {:<6} {:<6} {:<6} {}\n", "control", w, "kind",
-                     "family", "algebra", "bias", "variance", "all", "bias(S)", "close", "FA", "dynamo", "expected");
+  out << fmt::format("{:<{}}  {:<8} {:<{}} {:<7} {:<7} {:<8} {:<7} {:<8} {:<6} {:<6} {:<6} {}\n", "control", w, "kind",
+                     "family", fw, "algebra", "bias", "variance", "all", "bias(S)", "close", "FA", "dynamo", "expected");
   for (const auto& r : results) {
     if (!r.error.empty()) {
-      out << fmt::format("{:<{}}  {:<8} {:<9} ERROR: {}\n", r.id.substr(0, w), w, r.kind, r.family, r.error);
+      out << fmt::format("{:<{}}  {:<8} {:<{}} ERROR: {}\n", r.id.substr(0, w), w, r.kind, r.family, fw, r.error);
       continue;
     }
-    out << fmt::format("{:<{}}  {:<8} {:<9} {:<7} {:<7} {:<8} {:<7} {:<8} {:<6} {:<6} {:<6} {}\n", r.id.substr(0, w), w, r.kind,
-                       r.family, v(r.algebra), v(r.bias), v(r.variance), v(r.verdict), v(r.bias_signed_only),
+    out << fmt::format("{:<{}}  {:<8} {:<{}} {:<7} {:<7} {:<8} {:<7} {:<8} {:<6} {:<6} {:<6} {}\n", r.id.substr(0, w), w, r.kind,
+                       r.family, fw, v(r.algebra), v(r.bias), v(r.variance), v(r.verdict), v(r.bias_signed_only),
                        flag(r.assert_close), flag(r.flash_attention), flag(r.dynamo_fp64),
                        r.unexpected.empty() ? "ok" : "UNEXPECTED");
   }
