@@ -13,6 +13,7 @@
 #include <fmt/format.h>
 
 #include "harness/cli/exit_codes.hpp"
+#include "harness/cli/khat_reader.hpp"
 #include "harness/stats/format.hpp"
 #include "harness/stats/gpd.hpp"
 #include "harness/store/environment.hpp"
@@ -51,6 +52,10 @@ std::string text(const nlohmann::json& j, const char* key) {
   return j.contains(key) && j.at(key).is_string() ? j.at(key).get<std::string>() : "";
 }
 
+// A finite number from a result field: documents built in memory carry ±inf (an infinite U),
+// which the JSON file stores as null; neither may reach a plot coordinate.
+bool finite(const nlohmann::json& j) { return j.is_number() && std::isfinite(j.get<double>()); }
+
 std::string badge(const std::string& verdict) {
   const std::string cls = verdict == "PASS" ? "pass" : verdict == "WARN" ? "warn" : verdict == "FAIL" ? "fail" : "error";
   return "<span class=\"badge " + cls + "\">" + esc(verdict.empty() ? "-" : verdict) + "</span>";
@@ -82,27 +87,6 @@ pre { background: #f7f7f7; padding: 0.6em; overflow-x: auto; }
 std::string page(const std::string& title, const std::string& body) {
   return "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>" + esc(title) +
          "</title><style>" + kStyle + "</style></head><body>\n" + body + "\n</body></html>\n";
-}
-
-// K-hat sample of a control from the nightly's tails/<control>.csv ("replicate,khat").
-std::vector<double> read_khat(const fs::path& file) {
-  std::vector<double> out;
-  std::ifstream in(file);
-  std::string line;
-  while (std::getline(in, line)) {
-    const auto comma = line.find(',');
-    if (comma == std::string::npos) continue;
-    const auto v = line.substr(comma + 1);
-    if (v == "khat") continue;
-    if (v == "inf") out.push_back(std::numeric_limits<double>::infinity());
-    else {
-      try {
-        out.push_back(std::stod(v));
-      } catch (const std::exception&) {
-      }
-    }
-  }
-  return out;
 }
 
 // Runs gnuplot on a script; false (with the reason) when it cannot.
@@ -159,7 +143,8 @@ ControlPlots plan_plots(const nlohmann::json& r, const std::vector<double>& khat
   const auto svg = [&](const std::string& name) { return stem + "-" + name + ".svg"; };
   gp << "set terminal svg size 720,440 dynamic font 'sans,12' background '#ffffff'\nset grid\nset key top right\n";
 
-  const bool fitted = text(tail, "mode") == "fitted" && tail.at("xi_clipped").is_number() && tail.at("sigma").is_number();
+  const bool fitted = text(tail, "mode") == "fitted" && finite(tail.at("xi_clipped")) && finite(tail.at("sigma")) &&
+                      finite(tail.at("u")) && finite(tail.at("zeta"));
   if (positive.size() >= 2) {
     // 1. The K-hat tail: empirical exceedance probability, the fitted GPD, u, r_T, U, thresholds.
     {
@@ -171,7 +156,7 @@ ControlPlots plan_plots(const nlohmann::json& r, const std::vector<double>& khat
     double x_max = std::max(positive.back(), fail_k) * 1.08;
     if (fitted) {
       const double u = tail.at("u"), xi = tail.at("xi_clipped"), sigma = tail.at("sigma"), zeta = tail.at("zeta");
-      if (variance.value("U", nlohmann::json()).is_number()) x_max = std::max(x_max, variance.at("U").get<double>() * 1.08);
+      if (finite(variance.value("U", nlohmann::json()))) x_max = std::max(x_max, variance.at("U").get<double>() * 1.08);
       std::ofstream d(data("gpd"));
       for (int i = 0; i <= 200; ++i) {
         const double x = u + (x_max - u) * i / 200.0;
@@ -181,13 +166,13 @@ ControlPlots plan_plots(const nlohmann::json& r, const std::vector<double>& khat
       curve = ", " + gq(data("gpd")) + " using 1:2 with lines lw 2 lc rgb '#1f5fbf' title 'fitted GPD above u'";
       gp << fmt::format("set arrow from {0},graph 0 to {0},graph 1 nohead dt 3 lc rgb '#555555'\n", u);
       gp << fmt::format("set label 'u' at {},graph 0.96 offset 0.3,0 noenhanced\n", u);
-      if (tail.at("r_T").is_number()) {
+      if (finite(tail.at("r_T"))) {
         const double rt = tail.at("r_T");
         gp << fmt::format("set arrow from {0},graph 0 to {0},graph 1 nohead lc rgb '#1f5fbf'\n", rt);
         gp << fmt::format("set label 'r_T' at {},graph 0.90 offset 0.3,0 tc rgb '#1f5fbf' noenhanced\n", rt);
       }
     }
-    if (variance.value("U", nlohmann::json()).is_number()) {
+    if (finite(variance.value("U", nlohmann::json()))) {
       const double U = variance.at("U");
       gp << fmt::format("set arrow from {0},graph 0 to {0},graph 1 nohead lw 2 lc rgb '#000000'\n", U);
       gp << fmt::format("set label 'U' at {},graph 0.84 offset 0.3,0 noenhanced\n", U);
@@ -306,12 +291,11 @@ ControlPlots plan_plots(const nlohmann::json& r, const std::vector<double>& khat
       std::ofstream d(group_file(group));
       for (const char* list : {"flagged", "top"}) {
         for (const auto& b : s.value(list, nlohmann::json::array())) {
-          if (b.value("verdict", "") != verdict || !b.at("ulp_effect").is_number() || !b.at("effect").is_number()) continue;
-          // Log axes: a bucket with no difference at all (0, 0) has no place on them.
-          if (!(b.at("ulp_effect").get<double>() > 0) || !(b.at("effect").get<double>() > 0) ||
-              !std::isfinite(b.at("ulp_effect").get<double>()) || !std::isfinite(b.at("effect").get<double>()))
-            continue;  // sd = 0 gives an infinite standardized effect: no place on the plane either
+          // Log axes: a bucket with no difference at all (0, 0) has no place on them, nor one
+          // with sd = 0 (an infinite standardized effect).
+          if (b.value("verdict", "") != verdict || !finite(b.at("ulp_effect")) || !finite(b.at("effect"))) continue;
           const double x = b.at("ulp_effect").get<double>(), y = b.at("effect").get<double>();
+          if (!(x > 0) || !(y > 0)) continue;
           x_lo = std::min(x_lo, x), x_hi = std::max(x_hi, x), y_lo = std::min(y_lo, y), y_hi = std::max(y_hi, y);
           d << fmt::format("{:.17g} {:.17g}\n", x, y);
           ++points;
@@ -359,14 +343,12 @@ ControlPlots plan_plots(const nlohmann::json& r, const std::vector<double>& khat
 std::string history_plot(const std::vector<HistoryPoint>& h, const fs::path& dir, const std::string& stem,
                          std::ostringstream& gp) {
   std::ofstream d(dir / (stem + "-history.dat"));
-  int n = 0;
   for (std::size_t i = 0; i < h.size(); ++i) {
     d << fmt::format("{} {} {} \"{}\"\n", i + 1, h[i].u >= 0 ? fmt::format("{:.17g}", h[i].u) : "NaN",
                      h[i].max_abs_z >= 0 ? fmt::format("{:.17g}", h[i].max_abs_z) : "NaN", h[i].verdict);
-    ++n;
   }
   d.close();
-  if (n < 2) return "";
+  if (h.size() < 2) return "";
   const std::string file = stem + "-history.svg";
   gp << "set output " << gq((dir / file).string()) << "\nset xlabel 'run (oldest first)'\nset ylabel 'U'\nset y2label 'max |z|'\n"
      << "set ytics nomirror\nset y2tics\nplot " << gq((dir / (stem + "-history.dat")).string())
@@ -405,6 +387,12 @@ std::string falsifiability_table(const nlohmann::json& f) {
 
 }  // namespace
 
+std::string environment_words_if_here(const std::vector<std::string>& fingerprints) {
+  if (fingerprints.size() != 1) return "";
+  const auto here = store::detect_environment();
+  return fingerprints.front() == here.fingerprint ? store::describe_environment(here) : "";
+}
+
 HtmlReportSummary write_html_report(const HtmlReportInput& input, const fs::path& out) {
   HtmlReportSummary summary;
   const auto& doc = input.results;
@@ -435,8 +423,8 @@ HtmlReportSummary write_html_report(const HtmlReportInput& input, const fs::path
 
     // The control's own page.
     std::ostringstream gp;
-    std::vector<double> khat;
-    if (!input.tails.empty()) khat = read_khat(input.tails / (stem + ".csv"));
+    const auto found = input.khat.find(id);
+    const std::vector<double> khat = found == input.khat.end() ? std::vector<double>() : found->second;
     const auto plots = plan_plots(r, khat, out / "plots", stem, gp);
     std::string history_file;
     if (const auto it = input.history.find(id); it != input.history.end()) history_file = history_plot(it->second, out / "plots", stem, gp);
@@ -478,13 +466,12 @@ HtmlReportSummary write_html_report(const HtmlReportInput& input, const fs::path
       body << "<tr><th>" << g << "</th><td>" << badge(text(gates.at(g), "verdict")) << "</td><td>"
            << esc(text(gates.at(g), "reason")) << "</td></tr>";
     body << "</table>\n";
-    if (!r.value("error", nlohmann::json()).is_null() && r.contains("error"))
+    if (r.contains("error") && r.at("error").is_string())
       body << "<div class=\"attention\"><b>Harness error:</b> " << esc(text(r, "error")) << "</div>\n";
     body << "<h2>Plots</h2>\n";
     if (!drawn) body << "<p>" << esc(why) << "</p>\n";
     if (plots.figures.empty()) body << "<p>No K-hat above 0 and no kept bias bucket: nothing to plot (every replicate within one ULP of the oracle).</p>\n";
-    if (khat.empty() && !input.tails.empty())
-      body << "<p>No K-hat sample for this control in " << esc(input.tails.string()) << ".</p>\n";
+    if (found == input.khat.end()) body << "<p>No K-hat sample for this control.</p>\n";
     for (const auto& [file, caption] : plots.figures) {
       if (!drawn) break;
       body << "<figure><img src=\"plots/" << esc(file) << "\" alt=\"" << esc(file) << "\"><figcaption>" << esc(caption)
@@ -584,10 +571,13 @@ void register_report_command(CLI::App& app) {
     input.results = nlohmann::json::parse(in, nullptr, false);
     if (input.results.is_discarded() || !input.results.is_object())
       throw InputError((folder / "results.json").string() + ": not a JSON object");
-    input.tails = folder / "tails";
-    const auto envs = input.results.value("environments", nlohmann::json::array());
-    const auto here = store::detect_environment();
-    if (envs.size() == 1 && envs[0] == here.fingerprint) input.environment_words = store::describe_environment(here);
+    for (const auto& r : input.results.value("results", nlohmann::json::array())) {
+      // The samples the nightly wrote beside its results (khat_reader reads their CSV form).
+      const auto csv = folder / "tails" / (store::safe_file_name(text(r, "id")) + ".csv");
+      if (fs::exists(csv)) input.khat[text(r, "id")] = read_khat_file(csv.string());
+    }
+    const auto envs = input.results.value("environments", std::vector<std::string>());
+    input.environment_words = environment_words_if_here(envs);
     if (o->no_db) {
       input.history_note = "History needs the results database (not read: --no-db).";
     } else {
@@ -596,7 +586,7 @@ void register_report_command(CLI::App& app) {
         for (const auto& r : input.results.value("results", nlohmann::json::array())) {
           store::HistoryQuery q;
           q.case_id = text(r, "id");
-          q.environment = envs.size() == 1 ? envs[0].get<std::string>() : "";
+          q.environment = envs.size() == 1 ? envs[0] : "";
           auto& points = input.history[q.case_id];
           for (const auto& h : db.history(q))
             points.push_back({h.started_at, h.run_id, h.verdict, h.variance_u.value_or(-1), h.max_abs_z.value_or(-1)});

@@ -22,7 +22,7 @@ struct HistoryPoint {
 
 struct HtmlReportInput {
   nlohmann::json results;            // the nightly's results.json
-  std::filesystem::path tails;       // folder of <control>.csv K-hat samples ("" = none)
+  std::map<std::string, std::vector<double>> khat;  // K-hat samples by control id
   std::map<std::string, std::vector<HistoryPoint>> history;  // by control id
   std::string history_note;          // why there is no history ("" when there is)
   std::string environment_words;     // CPU, ISA, GPU, LibTorch, BLAS, compiler ("" = unknown)
@@ -33,6 +33,10 @@ struct HtmlReportSummary {
   int plots = 0;
   std::string plot_note;  // "" or why plots are missing (no gnuplot)
 };
+
+// The environment in words when the run's results come from this machine's environment
+// (one fingerprint, this one's), else "" (the page then says it does not know it).
+std::string environment_words_if_here(const std::vector<std::string>& fingerprints);
 
 // Writes out/index.html and out/<control>.html (plots in out/plots/, case files in out/yaml/).
 HtmlReportSummary write_html_report(const HtmlReportInput& input, const std::filesystem::path& out);

@@ -23,7 +23,6 @@
 #include "harness/cli/run_storage.hpp"
 #include "harness/store/json.hpp"
 #include "harness/store/postgres.hpp"
-#include "harness/store/sha256.hpp"
 
 namespace kcert::cli {
 
@@ -97,6 +96,7 @@ struct NightlyData {
   std::string previous_note;
   std::map<std::string, std::vector<HistoryPoint>> history;  // by case id, same environment
   std::string junit;  // write JUnit XML here too ("" = no)
+  std::string environment_words;  // for the HTML report ("" = not this machine's environment)
   std::string history_note = "History needs the results database (this run's results come from its spool).";
 };
 
@@ -151,8 +151,7 @@ int report(const NightlyData& d, const std::string& report_dir, bool quiet) {
   }
   nlohmann::json changes_json = nlohmann::json::array();
   for (const auto& c : changes) changes_json.push_back({{"id", c.id}, {"change", c.what}, {"alarming", c.alarming}});
-  store::write_json_file((dir / "results.json").string(),
-                         {{"format", "kcert-nightly/1"},  // docs/schema/kcert-nightly-1.schema.json
+  const nlohmann::json results_json = {{"format", "kcert-nightly/1"},  // docs/schema/kcert-nightly-1.schema.json
                           {"kcert_version", KCERT_VERSION},
                           {"run_id", d.run_id},
                           {"profile", d.profile},
@@ -164,7 +163,8 @@ int report(const NightlyData& d, const std::string& report_dir, bool quiet) {
                           {"falsifiability", eval::to_json(table)},
                           {"changes", changes_json},
                           {"previous", d.previous_note},
-                          {"results", d.documents}});
+                          {"results", d.documents}};
+  store::write_json_file((dir / "results.json").string(), results_json);
   for (const auto& [id, sample] : d.khat) {
     std::string csv = "replicate,khat\n";
     for (std::size_t i = 0; i < sample.size(); ++i) csv += fmt::format("{},{:.17g}\n", i, sample[i]);
@@ -175,12 +175,11 @@ int report(const NightlyData& d, const std::string& report_dir, bool quiet) {
   {
     // The same results as a static site with plots (html_report.hpp).
     HtmlReportInput html;
-    html.results = nlohmann::json::parse(std::ifstream(dir / "results.json"));
-    html.tails = dir / "tails";
+    html.results = results_json;
+    html.khat = d.khat;
     html.history = d.history;
     html.history_note = d.history_note;
-    const auto here = store::detect_environment();
-    if (d.environments.size() == 1 && d.environments.front() == here.fingerprint) html.environment_words = store::describe_environment(here);
+    html.environment_words = d.environment_words;
     const auto s = write_html_report(html, dir / "html");
     std::cout << "html: " << std::filesystem::absolute(dir / "html").string() << "/index.html (" << s.pages << " pages, "
               << s.plots << " plots)\n";
@@ -286,6 +285,7 @@ void register_nightly_command(CLI::App& app, kernels::Registry& registry) {
       store::ResultStore db(store::conninfo_from_environment());
       auto data = from_database(db, o->finish);
       data.junit = o->junit;
+      data.environment_words = environment_words_if_here(data.environments);
       const auto dir = o->report_dir.empty() ? state_dir() + "/reports/" + o->finish : o->report_dir;
       const int code = report(data, dir, o->quiet);
       if (code != exit_ok) throw ExitWith(code);
@@ -382,6 +382,8 @@ void register_nightly_command(CLI::App& app, kernels::Registry& registry) {
       }
       auto data = from_database(*db, run_id);
       data.junit = o->junit;
+      if (data.environments.size() == 1 && data.environments.front() == env.fingerprint)
+        data.environment_words = store::describe_environment(env);
       const int code = report(data, dir, o->quiet);
       if (code != exit_ok) throw ExitWith(code);
       return;
@@ -393,6 +395,7 @@ void register_nightly_command(CLI::App& app, kernels::Registry& registry) {
     d.shard_count = shard.count;
     d.source = "spool (" + storage.spool_path() + ")";
     d.environments = {env.fingerprint};
+    d.environment_words = store::describe_environment(env);
     d.previous_note = "not compared: no database";
     for (const auto& r : results) {
       d.documents.push_back(store::to_json(r));

@@ -88,10 +88,10 @@ std::optional<std::string> memory_refusal(const contract::TestCase& tc, const ke
   const auto m = kernels::estimate_memory(*f, out_bytes, family && family->selects);
   const double need = m.at_batch(1);
   if (need <= memory_limit_bytes()) return std::nullopt;
-  const double in = 20 * f->input, out = m.per_replicate - 20 * f->input - 16 * f->work, work = 16 * f->work;
   return "probe.shape: this case needs about " + kernels::describe_bytes(need) +
-         " at one replicate per kernel call (inputs " + kernels::describe_bytes(in) + ", outputs " +
-         kernels::describe_bytes(out) + ", intermediates " + kernels::describe_bytes(work) + ", fixed weights " +
+         " at one replicate per kernel call (inputs " + kernels::describe_bytes(m.inputs) + ", outputs " +
+         kernels::describe_bytes(m.outputs) + ", intermediates " + kernels::describe_bytes(m.intermediates) +
+         ", fixed weights " +
          kernels::describe_bytes(m.fixed) + "), more than the memory limit " +
          kernels::describe_bytes(memory_limit_bytes()) + " (" + memory_limit_source() +
          "; --memory-limit or KCERT_MEMORY_LIMIT to change it)";

@@ -95,12 +95,12 @@ std::int64_t batch_for(double bytes_per_replicate) {
 std::int64_t automatic_batch(const contract::TestCase& tc, const kernels::Family& family, int output_bytes,
                              double measured_input_bytes_fp64, double measured_output_elements) {
   if (const auto f = kernels::builtin_footprint(tc.family, tc.probe))
-    return batch_for(kernels::estimate_memory(*f, output_bytes, family.selects).per_replicate);
+    return batch_for(kernels::estimate_memory(*f, output_bytes, family.selects).per_replicate());
   kernels::Footprint measured;
   measured.input = measured_input_bytes_fp64 / 8;
   measured.output = measured_output_elements;
   measured.work = 2 * std::max(measured.input, measured.output);
-  return batch_for(kernels::estimate_memory(measured, output_bytes, family.selects).per_replicate);
+  return batch_for(kernels::estimate_memory(measured, output_bytes, family.selects).per_replicate());
 }
 
 // The case with the run's overrides (replicates, seed) applied.

@@ -60,7 +60,9 @@ std::optional<Footprint> builtin_footprint(const std::string& family, const Prob
 MemoryEstimate estimate_memory(const Footprint& f, int output_bytes, bool selects) {
   const double w = output_bytes;
   MemoryEstimate m;
-  m.per_replicate = 20 * f.input + (2 * w + 8 * (selects ? 2 : 1) + 16) * f.output + 16 * f.work;
+  m.inputs = 20 * f.input;
+  m.outputs = (2 * w + 8 * (selects ? 2 : 1) + 16) * f.output;
+  m.intermediates = 16 * f.work;
   m.fixed = 16 * f.fixed;  // drawn in fp32, kept in W and fp64
   return m;
 }

@@ -32,9 +32,10 @@ std::optional<Footprint> builtin_footprint(const std::string& family, const Prob
 // fp64 views of ref and prod (2w + 8·oracles + 16); intermediates are fp64 under the oracle's
 // policy, and kernels keep about two alive (16 bytes per element).
 struct MemoryEstimate {
-  double per_replicate = 0;
+  double inputs = 0, outputs = 0, intermediates = 0;  // bytes per replicate, by part
   double fixed = 0;
-  double at_batch(double batch) const { return fixed + per_replicate * batch; }
+  double per_replicate() const { return inputs + outputs + intermediates; }
+  double at_batch(double batch) const { return fixed + per_replicate() * batch; }
 };
 MemoryEstimate estimate_memory(const Footprint& f, int output_bytes, bool selects);
 

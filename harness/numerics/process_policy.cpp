@@ -76,17 +76,6 @@ std::string choose_openblas_core(const std::string& detected, const std::string&
   return !detected.empty() && is_fallback_core(detected) && !cpu_best.empty() ? cpu_best : "";
 }
 
-std::string best_openblas_core_for_cpu() { return best_core_for_cpu(); }
-
-namespace {
-
-std::string env_or(const char* name, const std::string& fallback) {
-  const char* v = std::getenv(name);
-  return v && *v ? v : fallback;
-}
-
-}  // namespace
-
 std::string openblas_core() {
   using CoreName = char* (*)();
   if (auto fn = reinterpret_cast<CoreName>(::dlsym(RTLD_DEFAULT, "openblas_get_corename"))) {
@@ -123,38 +112,68 @@ ProcessPolicy decide_threads(int requested) {
   return p;
 }
 
+namespace {
+
+using Settings = std::vector<std::pair<const char*, std::string>>;
+
+// The variables kcert sets where the user did not; `chosen_core` as from choose_openblas_core.
+Settings kcert_settings(const std::string& chosen_core) {
+  Settings out;
+  const auto want = [&](const char* name, const std::string& value) {
+    if (!std::getenv(name) && !value.empty()) out.emplace_back(name, value);
+  };
+  want("OMP_WAIT_POLICY", "passive");
+  want("OPENBLAS_NUM_THREADS", "1");
+  want("OPENBLAS_CORETYPE", chosen_core);
+  return out;
+}
+
+bool reexec_allowed() {
+  const char* v = std::getenv("KCERT_NO_REEXEC");
+  return !(v && std::strcmp(v, "1") == 0);
+}
+
+// The values in effect: the environment's, else those about to be set (`pending`), else the
+// libraries' defaults. The OpenBLAS core is named as requested when OPENBLAS_CORETYPE is set,
+// so that every command names the same environment, else as OpenBLAS detected it.
+void fill_in_effect(ProcessPolicy& p, const Settings& pending) {
+  const auto value = [&](const char* name, const std::string& fallback) {
+    if (const char* v = std::getenv(name); v && *v) return std::string(v);
+    for (const auto& [n, v] : pending)
+      if (std::strcmp(n, name) == 0) return v;
+    return fallback;
+  };
+  p.omp_wait_policy = value("OMP_WAIT_POLICY", "libgomp default (spin, then sleep)");
+  p.openblas_threads = value("OPENBLAS_NUM_THREADS", "OpenBLAS default (one per core)");
+  p.openblas_core = value("OPENBLAS_CORETYPE", openblas_core());
+}
+
+}  // namespace
+
 void apply_process_policy(int argc, char** argv, int requested_threads) {
   (void)argc;
   const char* marker = std::getenv("KCERT_PROCESS_POLICY");
   ProcessPolicy p = decide_threads(requested_threads);
   if (marker && *marker) {
     // The re-executed process: the parent decided; its decision travels in the marker
-    // ("source|core note"), since OMP_NUM_THREADS is now set by kcert, not the user.
+    // ("source|core note").
     const std::string m = marker;
     const auto bar = m.find('|');
     p.threads_source = m.substr(0, bar);
     p.openblas_core_note = bar == std::string::npos ? "" : m.substr(bar + 1);
     ::unsetenv("KCERT_PROCESS_POLICY");
   } else {
-    // What kcert would set, where the user did not.
-    std::vector<std::pair<const char*, std::string>> wanted;
-    const auto want = [&](const char* name, const std::string& value) {
-      if (!std::getenv(name)) wanted.emplace_back(name, value);
-    };
-    want("OMP_WAIT_POLICY", "passive");
-    want("OPENBLAS_NUM_THREADS", "1");
     const auto detected = openblas_core();
     const auto chosen = choose_openblas_core(detected, best_core_for_cpu());
+    const auto wanted = kcert_settings(chosen);
     if (std::getenv("OPENBLAS_CORETYPE")) {
       p.openblas_core_note = "OPENBLAS_CORETYPE set by the user";
     } else if (!chosen.empty()) {
-      want("OPENBLAS_CORETYPE", chosen);
       p.openblas_core_note = "selected by kcert: OpenBLAS detected " + detected + " on a CPU that supports " + chosen;
     } else {
       p.openblas_core_note = detected.empty() ? "" : "detected by OpenBLAS";
     }
-    const char* no_reexec = std::getenv("KCERT_NO_REEXEC");
-    if (!wanted.empty() && !(no_reexec && std::strcmp(no_reexec, "1") == 0)) {
+    if (!wanted.empty() && reexec_allowed()) {
       for (const auto& [name, value] : wanted) ::setenv(name, value.c_str(), 1);
       ::setenv("KCERT_PROCESS_POLICY", (p.threads_source + "|" + p.openblas_core_note).c_str(), 1);
       ::execv("/proc/self/exe", argv);
@@ -164,14 +183,10 @@ void apply_process_policy(int argc, char** argv, int requested_threads) {
       for (const auto& [name, value] : wanted) ::unsetenv(name);
       ::unsetenv("KCERT_PROCESS_POLICY");
     }
-    if (!wanted.empty() && p.openblas_core_note.rfind("selected", 0) == 0) p.openblas_core_note += " (not applied: no re-exec)";
+    if (!chosen.empty() && !std::getenv("OPENBLAS_CORETYPE")) p.openblas_core_note += " (not applied: no re-exec)";
   }
   p.threads = configure_intra_op_threads(p.threads);
-  p.omp_wait_policy = env_or("OMP_WAIT_POLICY", "libgomp default (spin, then sleep)");
-  p.openblas_threads = env_or("OPENBLAS_NUM_THREADS", "OpenBLAS default (one per core)");
-  // As requested when OPENBLAS_CORETYPE is set (so that commands which load no kernels name the same
-  // environment), else as OpenBLAS detected it.
-  p.openblas_core = env_or("OPENBLAS_CORETYPE", openblas_core());
+  fill_in_effect(p, {});
   g_policy = p;
   g_applied = true;
 }
@@ -182,13 +197,8 @@ const ProcessPolicy& process_policy() {
     // the environment it names must be the one the nightly ran in: what apply_process_policy
     // would put in effect here, not this process's library defaults.
     g_policy = decide_threads(0);
-    const char* no_reexec = std::getenv("KCERT_NO_REEXEC");
-    const bool applies = !(no_reexec && std::strcmp(no_reexec, "1") == 0);
-    g_policy.omp_wait_policy = env_or("OMP_WAIT_POLICY", applies ? "passive" : "libgomp default (spin, then sleep)");
-    g_policy.openblas_threads = env_or("OPENBLAS_NUM_THREADS", applies ? "1" : "OpenBLAS default (one per core)");
-    const auto detected = openblas_core();
-    const auto chosen = choose_openblas_core(detected, best_core_for_cpu());
-    g_policy.openblas_core = env_or("OPENBLAS_CORETYPE", applies && !chosen.empty() ? chosen : detected);
+    fill_in_effect(g_policy, reexec_allowed() ? kcert_settings(choose_openblas_core(openblas_core(), best_core_for_cpu()))
+                                              : Settings());
     g_applied = true;
   }
   return g_policy;

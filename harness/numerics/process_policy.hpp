@@ -42,8 +42,6 @@ const ProcessPolicy& process_policy();
 // The core kcert selects when OpenBLAS `detected` one of its generic fallbacks (Prescott,
 // Nehalem, ...) on a CPU whose instruction set supports `cpu_best`; "" to leave it alone.
 std::string choose_openblas_core(const std::string& detected, const std::string& cpu_best);
-// The best OpenBLAS x86-64 core this CPU supports (SkylakeX, Haswell, Sandybridge) or "".
-std::string best_openblas_core_for_cpu();
 
 // The OpenBLAS core in use ("" when LibTorch does not run on OpenBLAS).
 std::string openblas_core();
