@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# A private PostgreSQL 15 cluster in a folder, reachable only through a unix socket in that
+# A private PostgreSQL cluster (15 on Debian 12, 17 on Debian 13) in a folder, reachable only through a unix socket in that
 # folder (no TCP port is opened). Used by the tests (a throwaway cluster in the build tree)
 # and by the nightly when KCERT_DB is unset (a cluster kept under .kcert/postgres).
 #
@@ -16,7 +16,14 @@ usage() { echo "usage: $0 start|stop|status DIR" >&2; exit 2; }
 [[ $# -eq 2 ]] || usage
 command=$1
 dir=$(realpath -m "$2")
-PGBIN=${PGBIN:-/usr/lib/postgresql/15/bin}
+# The server that made the cluster, else the newest installed one, unless PGBIN names one.
+if [[ -z ${PGBIN:-} && -r $dir/data/PG_VERSION ]]; then
+  PGBIN=/usr/lib/postgresql/$(cat "$dir/data/PG_VERSION")/bin
+fi
+if [[ -z ${PGBIN:-} ]]; then
+  PGBIN=$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -1)
+  PGBIN=${PGBIN:-/usr/lib/postgresql/15/bin}
+fi
 [[ -x $PGBIN/pg_ctl ]] || { echo "pg-cluster: $PGBIN/pg_ctl not found; run scripts/install-deps.sh" >&2; exit 2; }
 
 if [[ $(id -u) -eq 0 ]]; then

@@ -5,4 +5,4 @@
 // before Catch makes CHECK the Catch assertion the tests mean.
 #include <torch/torch.h>
 #undef CHECK
-#include <catch2/catch.hpp>
+#include "kcert_catch.hpp"

@@ -1,6 +1,6 @@
 // Suite-level policies on plain outcomes: calibration rule kcert-cal/2, change detection
 // between runs, and the nightly's exit policy.
-#include <catch2/catch.hpp>
+#include "kcert_catch.hpp"
 
 #include "eval/calibration.hpp"
 #include "eval/changes.hpp"

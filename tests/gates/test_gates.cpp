@@ -1,5 +1,5 @@
 // Each gate alone on synthetic replicate batches: no kernels, no LibTorch.
-#include <catch2/catch.hpp>
+#include "kcert_catch.hpp"
 
 #include <cmath>
 #include <limits>

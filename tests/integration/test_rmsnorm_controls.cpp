@@ -1,5 +1,5 @@
 // The first family end to end, through the real binary and the real YAML files.
-#include <catch2/catch.hpp>
+#include "kcert_catch.hpp"
 
 #include <fstream>
 #include <nlohmann/json.hpp>

@@ -1,5 +1,5 @@
 // The thread budget and the OpenBLAS core choice (numerics/process_policy.hpp).
-#include <catch2/catch.hpp>
+#include "kcert_catch.hpp"
 
 #include <cstdlib>
 

@@ -1,4 +1,4 @@
-#include <catch2/catch.hpp>
+#include "kcert_catch.hpp"
 
 #include <cmath>
 #include <limits>

@@ -1,7 +1,7 @@
 // The connection string kcert hands libpq: default timeouts, and no password in any message.
 // The parse errors come from the real libpq (no server needed); the timeout test talks to a
 // real TCP listener that accepts and never answers.
-#include <catch2/catch.hpp>
+#include "kcert_catch.hpp"
 
 #include <arpa/inet.h>
 #include <netinet/in.h>

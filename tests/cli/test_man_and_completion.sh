@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# The man pages and the bash completion are both derived from kcert's --help texts; this
+# checks that every command has a page that documents its options, and that completion
+# offers subcommands, options, option choices and profiles.
+#   test_man_and_completion.sh KCERT BUILD_DIR SOURCE_DIR
+set -euo pipefail
+KCERT=$1
+BUILD=$2
+SRC=$3
+fail() { echo "FAIL: $*" >&2; exit 1; }
+
+# --- man pages: one per subcommand listed by `kcert --help`, plus kcert.1 ---
+commands=$(KCERT_NO_REEXEC=1 "$KCERT" --help | awk '/^Subcommands:/{s=1; next} s && /^  [a-z]/{print $1} s && /^$/{exit}')
+(( $(wc -w <<<"$commands") >= 10 )) || fail "expected at least 10 subcommands, got: $commands"
+[[ -s $BUILD/man/kcert.1 ]] || fail "no kcert.1"
+grep -q -- '--memory-limit' <(sed 's/\\-/-/g' "$BUILD/man/kcert.1") || fail "kcert.1 lacks the global option --memory-limit"
+for c in $commands; do
+  page=$BUILD/man/kcert-$c.1
+  [[ -s $page ]] || fail "no man page for '$c' ($page)"
+  grep -q "^\.TH KCERT-${c^^} \"1\"" "$page" || fail "$page: title is not KCERT-${c^^}"
+  # Every long option of the command's --help appears in its page.
+  for opt in $(KCERT_NO_REEXEC=1 "$KCERT" "$c" --help | grep -oE '^  (-[a-zA-Z],)?--[a-z][a-z0-9-]*' | sed -E 's/^  (-[a-zA-Z],)?//'); do
+    sed 's/\\-/-/g' "$page" | grep -q -- "$opt" || fail "$page lacks $opt"
+  done
+  grep -q '^.BR kcert-run (1)' "$page" || fail "$page: no SEE ALSO"
+done
+[[ $(ls "$BUILD"/man/*.1 | wc -l) -eq $(( $(wc -w <<<"$commands") + 1 )) ]] || fail "stray pages in $BUILD/man"
+
+# --- bash completion ---
+complete_words() {  # complete_words WORD... : what completion offers for the last word
+  bash -c 'source "$1"; shift; COMP_WORDS=("$@"); COMP_CWORD=$((${#COMP_WORDS[@]} - 1)); COMPREPLY=(); _kcert; echo "${COMPREPLY[*]}"' \
+    _ "$SRC/scripts/completion/kcert.bash" "$@"
+}
+expect() {  # expect "WANTED" WORD...
+  local want=$1; shift
+  local got
+  got=$(cd "$SRC" && complete_words "$@")
+  [[ $got == "$want" ]] || fail "completing '$*': expected '$want', got '$got'"
+}
+expect "nightly" "$KCERT" ni
+expect "migrate status abandon" "$KCERT" db ""
+expect "--device" "$KCERT" run --dev
+expect "cpu cuda" "$KCERT" run --device ""
+expect "--profile" "$KCERT" --threads 2 suite --pro      # a global option's value is skipped
+expect "smoke" "$KCERT" run testcases --profile ""       # profiles from the case files
+expect "--quiet" "$KCERT" run --json out.json --qu
+expect "--help" "$KCERT" db migrate --
+echo "ok: $(wc -w <<<"$commands") man pages and completion"
