@@ -21,6 +21,7 @@ std::vector<FamilyPlan> plan_calibration(const std::vector<ControlOutcome>& cont
       p.old_c_magnitude = rule.default_c_magnitude;
     }
     if (c.kind != "positive") continue;
+    if (!c.skipped.empty()) continue;  // never ran in this environment: no evidence either way
     if (!c.error.empty()) {
       p.refused = "positive " + c.id + " did not run (" + c.error + ")";
       continue;
@@ -66,7 +67,7 @@ std::vector<FamilyPlan> plan_calibration(const std::vector<ControlOutcome>& cont
 std::vector<ControlOutcome> apply_calibration(std::vector<ControlOutcome> controls, const std::vector<FamilyPlan>& plans) {
   for (auto& c : controls) {
     const auto it = std::find_if(plans.begin(), plans.end(), [&](const FamilyPlan& p) { return p.family == c.family; });
-    if (it == plans.end() || !it->refused.empty() || !c.error.empty()) continue;
+    if (it == plans.end() || !it->refused.empty() || !c.ran()) continue;
     c.bias = bias_verdict_under(c, it->new_c, it->new_c_magnitude);
     // A +inf U (stored as no value with a FAIL) stays a FAIL under any threshold.
     if (c.variance_u || c.variance != stats::Verdict::fail) {

@@ -17,7 +17,8 @@ std::vector<Change> compare_runs(const std::vector<ControlOutcome>& now, const s
   std::vector<Change> out;
   for (const auto& o : now) {
     const auto it = before.find(o.id);
-    if (it == before.end() || !o.error.empty()) continue;
+    // An error or a skip (either run) measured nothing to compare.
+    if (it == before.end() || !o.error.empty() || !o.skipped.empty() || !it->second.skipped.empty()) continue;
     const auto& p = it->second;
     if (o.kind == "negative" && p.detected() && !o.detected()) out.push_back({o.id, "ESCAPE: no longer detected", true});
     if (o.kind == "negative" && !p.detected() && o.detected()) out.push_back({o.id, "new detection", false});

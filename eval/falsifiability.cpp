@@ -34,6 +34,8 @@ ControlOutcome outcome(const engine::CaseResult& r) {
   o.kind = r.testcase.kind == contract::Kind::negative ? "negative" : "positive";
   o.family = r.testcase.family;
   o.error = r.error;
+  o.skipped = r.skipped;
+  o.torch_version = r.torch_version;
   o.verdict = r.verdict;
   o.algebra = r.algebra.verdict;
   o.bias = r.bias.verdict;
@@ -45,14 +47,14 @@ ControlOutcome outcome(const engine::CaseResult& r) {
   o.unexpected = r.unexpected;
   if (std::isfinite(r.variance.tail.U)) o.variance_u = r.variance.tail.U;
   if (r.variance.tail.mode == stats::TailMode::fitted && std::isfinite(r.variance.tail.se)) o.variance_se = r.variance.tail.se;
-  o.short_evidence = r.error.empty() && !r.nonfinite && r.variance.verdict == Verdict::pass && !r.variance.evidence.reaches_horizon;
+  o.short_evidence = r.ran() && !r.nonfinite && r.variance.verdict == Verdict::pass && !r.variance.evidence.reaches_horizon;
   if (r.variance.confirmation) o.confirmation_agrees = r.variance.confirmation->agrees;
   o.frontier_signed = r.bias.signed_statistic.frontier;
   o.frontier_magnitude = r.bias.magnitude_statistic.frontier;
   o.signed_decides = r.bias.signed_statistic.deciding;
   o.magnitude_decides = r.bias.magnitude_statistic.deciding;
   o.s_min = r.bias.thresholds.s_min;
-  o.bias_recomputable = r.error.empty() && !r.nonfinite;
+  o.bias_recomputable = r.ran() && !r.nonfinite;
   return o;
 }
 
@@ -97,9 +99,14 @@ ControlOutcome outcome_from_document(const nlohmann::json& d) {
   o.id = d.at("id").get<std::string>();
   o.kind = d.value("kind", "");
   o.family = d.value("family", "");
+  if (d.contains("provenance") && d.at("provenance").is_object()) o.torch_version = d.at("provenance").value("torch_version", "");
   if (d.contains("error")) {
     o.error = d.at("error").get<std::string>();
     o.verdict = Verdict::fail;
+    return o;
+  }
+  if (d.contains("skipped")) {
+    o.skipped = d.at("skipped").get<std::string>();
     return o;
   }
   const auto& g = d.at("gates");
@@ -159,6 +166,11 @@ Falsifiability tabulate(const std::vector<engine::CaseResult>& results) {
 Falsifiability tabulate(const std::vector<ControlOutcome>& outcomes) {
   Falsifiability f;
   for (const auto& r : outcomes) {
+    if (f.torch_version.empty()) f.torch_version = r.torch_version;
+    if (!r.skipped.empty()) {
+      f.skipped.emplace_back(r.id, r.skipped);
+      continue;
+    }
     if (!r.error.empty()) {
       ++f.errors;
       f.unexpected.push_back(r.id + ": harness error: " + r.error);
@@ -190,6 +202,12 @@ nlohmann::json to_json(const Falsifiability& f) {
   return {{"negatives", f.negatives},
           {"positives", f.positives},
           {"errors", f.errors},
+          {"skipped", [&] {
+             nlohmann::json list = nlohmann::json::array();
+             for (const auto& [id, why] : f.skipped) list.push_back({{"id", id}, {"reason", why}});
+             return list;
+           }()},
+          {"torch", f.torch_version},
           {"gates",
            {{"algebra", tally_json(f.algebra)},
             {"bias", tally_json(f.bias)},

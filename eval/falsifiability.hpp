@@ -22,6 +22,10 @@ struct Falsifiability {
   int negatives = 0;
   int positives = 0;
   int errors = 0;  // cases the harness could not finish (counted nowhere else)
+  // Controls this build cannot run (a kernel of a newer LibTorch), with the reason; counted
+  // nowhere else, so a skipped control is never a detection, a pass or a met expectation.
+  std::vector<std::pair<std::string, std::string>> skipped;  // (id, reason)
+  std::string torch_version;  // the LibTorch the controls ran on ("" when not known)
   Tally algebra, bias, variance, combined;
   // The notes' rule side by side: the signed statistic alone deciding the bias gate.
   Tally bias_signed_only, combined_signed_only;
@@ -40,6 +44,8 @@ struct Falsifiability {
 // exactly like the run that produced it.
 struct ControlOutcome {
   std::string id, kind, family, error;  // kind: "negative" | "positive"; error: harness error
+  std::string skipped;                  // why it did not run (a kernel this LibTorch lacks)
+  std::string torch_version;
   stats::Verdict verdict = stats::Verdict::pass, algebra = stats::Verdict::pass, bias = stats::Verdict::pass,
                  variance = stats::Verdict::pass;
   stats::Verdict bias_signed_only = stats::Verdict::pass;  // the bias gate under the notes' rule (signed statistic alone)
@@ -60,8 +66,9 @@ struct ControlOutcome {
   bool bias_recomputable = false;
   // The largest ULP effect among a statistic's significant buckets (0: none).
   double max_ulp_effect(stats::BiasStatistic s) const;
-  bool detected() const { return kind == "negative" && error.empty() && verdict != stats::Verdict::pass; }
-  bool false_fail() const { return kind == "positive" && error.empty() && verdict == stats::Verdict::fail; }
+  bool ran() const { return error.empty() && skipped.empty(); }
+  bool detected() const { return kind == "negative" && ran() && verdict != stats::Verdict::pass; }
+  bool false_fail() const { return kind == "positive" && ran() && verdict == stats::Verdict::fail; }
 };
 
 ControlOutcome outcome(const engine::CaseResult& r);

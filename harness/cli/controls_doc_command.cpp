@@ -94,6 +94,8 @@ void register_controls_doc_command(CLI::App& app, kernels::Registry& registry) {
       for (const auto& r : doc.at("results")) {
         try {
           auto oc = eval::outcome_from_document(r);
+          // A skip (this file's LibTorch lacks the kernel) does not hide another file's measurement.
+          if (!oc.skipped.empty() && measured.count(oc.id) && measured.at(oc.id).skipped.empty()) continue;
           measured_profile[oc.id] = r.value("profile", "");
           measured[oc.id] = std::move(oc);
         } catch (const std::exception& e) {
@@ -135,6 +137,8 @@ void register_controls_doc_command(CLI::App& app, kernels::Registry& registry) {
           const auto& m = it->second;
           if (!m.error.empty()) {
             gates = "ERROR: " + m.error;
+          } else if (!m.skipped.empty()) {
+            gates = "skipped: " + m.skipped;
           } else {
             gates = fmt::format("{}/{}/{}", stats::to_string(m.algebra), stats::to_string(m.bias), stats::to_string(m.variance));
             if (!measured_profile[c.id].empty()) gates += " (" + measured_profile[c.id] + ")";

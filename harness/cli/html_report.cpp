@@ -57,7 +57,11 @@ std::string text(const nlohmann::json& j, const char* key) {
 bool finite(const nlohmann::json& j) { return j.is_number() && std::isfinite(j.get<double>()); }
 
 std::string badge(const std::string& verdict) {
-  const std::string cls = verdict == "PASS" ? "pass" : verdict == "WARN" ? "warn" : verdict == "FAIL" ? "fail" : "error";
+  const std::string cls = verdict == "PASS"   ? "pass"
+                          : verdict == "WARN" ? "warn"
+                          : verdict == "FAIL" ? "fail"
+                          : verdict == "SKIP" ? "skip"
+                                              : "error";
   return "<span class=\"badge " + cls + "\">" + esc(verdict.empty() ? "-" : verdict) + "</span>";
 }
 
@@ -77,6 +81,7 @@ td.num { text-align: right; font-variant-numeric: tabular-nums; }
 .badge { display: inline-block; padding: 0.05em 0.5em; border-radius: 0.6em; font-weight: bold; font-size: 0.9em; }
 .pass { background: #d7f0d7; color: #155a15; } .warn { background: #fff0c2; color: #7a5a00; }
 .fail { background: #f8d0d0; color: #8a1010; } .error { background: #ddd; color: #333; }
+.skip { background: #fff; color: #555; border: 1px dashed #999; }
 .attention { background: #fff4e5; border-left: 4px solid #e08a00; padding: 0.5em 1em; }
 figure { display: inline-block; margin: 0.5em 1em 1em 0; max-width: 46em; vertical-align: top; }
 figure img { width: 44em; border: 1px solid #ddd; }
@@ -382,7 +387,13 @@ std::string falsifiability_table(const nlohmann::json& f) {
     out += fmt::format("<tr><td>{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">-</td></tr>", label,
                        num(g.value("negatives_detected", nlohmann::json())), num(g.value("positives_fail", nlohmann::json())));
   }
-  return out + "</table>";
+  out += "</table>";
+  if (f.contains("torch") && f.at("torch").is_string() && !f.at("torch").get<std::string>().empty())
+    out += "<p>On LibTorch " + esc(f.at("torch").get<std::string>()) + ".</p>";
+  for (const auto& sk : f.value("skipped", nlohmann::json::array()))
+    out += "<p>" + badge("SKIP") + " <code>" + esc(text(sk, "id")) + "</code>: " + esc(text(sk, "reason")) +
+           " (counted nowhere above)</p>";
+  return out;
 }
 
 }  // namespace
@@ -468,6 +479,9 @@ HtmlReportSummary write_html_report(const HtmlReportInput& input, const fs::path
     body << "</table>\n";
     if (r.contains("error") && r.at("error").is_string())
       body << "<div class=\"attention\"><b>Harness error:</b> " << esc(text(r, "error")) << "</div>\n";
+    if (r.contains("skipped") && r.at("skipped").is_string())
+      body << "<div class=\"attention\"><b>Skipped, not run in this environment:</b> " << esc(text(r, "skipped"))
+           << "</div>\n";
     body << "<h2>Plots</h2>\n";
     if (!drawn) body << "<p>" << esc(why) << "</p>\n";
     if (plots.figures.empty()) body << "<p>No K-hat above 0 and no kept bias bucket: nothing to plot (every replicate within one ULP of the oracle).</p>\n";

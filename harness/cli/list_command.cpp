@@ -73,7 +73,8 @@ void register_list_command(CLI::App& app, const kernels::Registry& registry) {
         nlohmann::json variants = nlohmann::json::array();
         for (const auto& [vn, v] : f.variants) {
           variants.push_back({{"name", vn}, {"version", v.schema.version}, {"description", v.schema.description},
-                              {"params", params_json(v.schema.params)}});
+                              {"params", params_json(v.schema.params)},
+                              {"unavailable", v.unavailable.empty() ? nlohmann::json(nullptr) : nlohmann::json(v.unavailable)}});
         }
         doc.push_back({{"family", name}, {"description", f.description}, {"bucket_axes", f.bucket_axes},
                        {"probe_params", params_json(f.probe_params)}, {"variants", variants}});
@@ -112,6 +113,7 @@ void register_list_command(CLI::App& app, const kernels::Registry& registry) {
       std::cout << "  variants:\n";
       for (const auto& [vn, v] : f.variants) {
         std::cout << fmt::format("    {:<{}}  [{}] {}\n", vn, variant_w, v.schema.version, v.schema.description);
+        if (!v.unavailable.empty()) std::cout << fmt::format("      {:<{}}  not in this build: {}\n", "", variant_w, v.unavailable);
         for (const auto& p : v.schema.params) {
           std::cout << fmt::format("      param {:<{}}  {:<{}}  default {:<{}}  {}\n", p.name, name_w, kernels::describe(p.type),
                                    type_w, default_text(p), default_w, p.description);

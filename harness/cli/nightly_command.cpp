@@ -132,6 +132,8 @@ int report(const NightlyData& d, const std::string& report_dir, bool quiet) {
     md << "- shards: " << d.shard_count << "; results read from the " << d.source << "\n";
     md << "- environment(s): ";
     for (std::size_t i = 0; i < d.environments.size(); ++i) md << (i ? ", " : "") << "`" << d.environments[i] << "`";
+    // In words when it is this machine's (a hash alone tells a reader nothing).
+    if (!d.environment_words.empty()) md << ": " << d.environment_words;
     md << "\n- calibrations used: ";
     if (d.calibrations.empty()) md << "none (default thresholds)";
     for (std::size_t i = 0; i < d.calibrations.size(); ++i) md << (i ? ", " : "") << d.calibrations[i];
@@ -166,6 +168,7 @@ int report(const NightlyData& d, const std::string& report_dir, bool quiet) {
                           {"results", d.documents}};
   store::write_json_file((dir / "results.json").string(), results_json);
   for (const auto& [id, sample] : d.khat) {
+    if (sample.empty()) continue;  // a skipped or failed case measured nothing: no tail file
     std::string csv = "replicate,khat\n";
     for (std::size_t i = 0; i < sample.size(); ++i) csv += fmt::format("{},{:.17g}\n", i, sample[i]);
     store::write_text_file((dir / "tails" / (store::safe_file_name(id) + ".csv")).string(), csv);

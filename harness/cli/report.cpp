@@ -16,7 +16,7 @@ std::string num(double v, int digits = 4) {
 }
 
 std::string verdict_text(const engine::CaseResult& r, stats::Verdict v) {
-  return r.error.empty() ? std::string(stats::to_string(v)) : "ERROR";
+  return !r.error.empty() ? "ERROR" : !r.skipped.empty() ? "SKIP" : std::string(stats::to_string(v));
 }
 
 std::string direction(int d) { return d > 0 ? "+" : d < 0 ? "-" : "0"; }
@@ -57,6 +57,10 @@ void print_case_details(std::ostream& out, const engine::CaseResult& r) {
                      tc.reference.variant, tc.production.variant);
   if (!r.error.empty()) {
     out << "  error     " << r.error << "\n";
+    return;
+  }
+  if (!r.skipped.empty()) {
+    out << "  skipped   " << r.skipped << "\n";
     return;
   }
   out << fmt::format("  algebra   {}  {}\n", stats::to_string(r.algebra.verdict), r.algebra.reason);
@@ -133,6 +137,10 @@ void print_controls(std::ostream& out, const std::vector<eval::ControlOutcome>& 
       out << fmt::format("{:<{}}  {:<8} {:<{}} ERROR: {}\n", r.id.substr(0, w), w, r.kind, r.family, fw, r.error);
       continue;
     }
+    if (!r.skipped.empty()) {
+      out << fmt::format("{:<{}}  {:<8} {:<{}} SKIP: {}\n", r.id.substr(0, w), w, r.kind, r.family, fw, r.skipped);
+      continue;
+    }
     out << fmt::format("{:<{}}  {:<8} {:<{}} {:<7} {:<7} {:<8} {:<7} {:<8} {:<6} {:<6} {:<6} {}\n", r.id.substr(0, w), w, r.kind,
                        r.family, fw, v(r.algebra), v(r.bias), v(r.variance), v(r.verdict), v(r.bias_signed_only),
                        flag(r.assert_close), flag(r.flash_attention), flag(r.dynamo_fp64),
@@ -145,7 +153,9 @@ void print_falsifiability(std::ostream& out, const eval::Falsifiability& f) {
     out << fmt::format("  {:<34} {:>3}/{:<3}       {:>3}/{:<3}       {}\n", name, t.detected, f.negatives, t.false_fail,
                        f.positives, warn ? fmt::format("{:>3}/{:<3}", t.false_warn, f.positives) : std::string("  -"));
   };
-  out << fmt::format("\nfalsifiability ({} negative, {} positive controls)\n", f.negatives, f.positives);
+  out << fmt::format("\nfalsifiability ({} negative, {} positive controls{}{})\n", f.negatives, f.positives,
+                     f.skipped.empty() ? "" : fmt::format(", {} skipped", f.skipped.size()),
+                     f.torch_version.empty() ? "" : ", LibTorch " + f.torch_version);
   out << fmt::format("  {:<34} {:<15} {:<15} {}\n", "", "negatives", "positives", "positives");
   out << fmt::format("  {:<34} {:<15} {:<15} {}\n", "", "detected", "FAIL", "WARN");
   row("algebra gate", f.algebra, true);
@@ -165,6 +175,8 @@ void print_falsifiability(std::ostream& out, const eval::Falsifiability& f) {
                      f.confirmed, f.confirmation_disagreed);
   out << fmt::format("expectations met: {}/{}\n", f.expectations_met, f.negatives + f.positives + f.errors);
   for (const auto& u : f.unexpected) out << "  UNEXPECTED " << u << "\n";
+  // Not counted above, neither as passed nor as met: the build cannot run them.
+  for (const auto& [id, why] : f.skipped) out << "  SKIPPED " << id << ": " << why << "\n";
 }
 
 
@@ -174,6 +186,10 @@ void markdown_controls(std::ostream& out, const std::vector<eval::ControlOutcome
   for (const auto& r : results) {
     if (!r.error.empty()) {
       out << fmt::format("| {} | {} | {} | ERROR: {} |||||||||\n", r.id, r.kind, r.family, r.error);
+      continue;
+    }
+    if (!r.skipped.empty()) {
+      out << fmt::format("| {} | {} | {} | SKIP: {} |||||||||\n", r.id, r.kind, r.family, r.skipped);
       continue;
     }
     out << fmt::format("| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |\n", r.id, r.kind, r.family,
@@ -189,6 +205,7 @@ void markdown_falsifiability(std::ostream& out, const eval::Falsifiability& f) {
     out << fmt::format("| {} | {}/{} | {}/{} | {} |\n", name, t.detected, f.negatives, t.false_fail, f.positives,
                        warn ? fmt::format("{}/{}", t.false_warn, f.positives) : std::string("-"));
   };
+  if (!f.torch_version.empty()) out << "On LibTorch " << f.torch_version << ".\n\n";
   out << "| | negatives detected | positives FAIL | positives WARN |\n|---|---|---|---|\n";
   row("algebra gate", f.algebra, true);
   row("bias gate (deciding statistics)", f.bias, true);
@@ -205,6 +222,7 @@ void markdown_falsifiability(std::ostream& out, const eval::Falsifiability& f) {
                      "Variance verdicts confirmed on a fresh replicate set after repeated looks: {} ({} disagreed).\n",
                      f.short_evidence_negatives, f.negatives, f.short_evidence_positives, f.positives, f.confirmed,
                      f.confirmation_disagreed);
+  for (const auto& [id, why] : f.skipped) out << "\nSkipped (not counted): `" << id << "`: " << why << "\n";
 }
 
 }  // namespace kcert::cli

@@ -16,6 +16,7 @@
 #include "harness/cli/run_storage.hpp"
 #include "harness/engine/engine.hpp"
 #include "harness/kernels/plugin.hpp"
+#include "harness/numerics/runtime.hpp"
 #include "harness/store/json.hpp"
 #include "harness/store/postgres.hpp"
 #include "harness/store/spool.hpp"
@@ -162,6 +163,10 @@ class ProgressPrinter {
   void finish(const engine::CaseResult& r) {
     if (quiet_) return;
     if (tty_) std::cerr << "\r\033[K";
+    if (!r.skipped.empty()) {
+      std::cerr << fmt::format("[{}/{}] {}: SKIP ({})\n", index_ + 1, total_, r.testcase.id, r.skipped);
+      return;
+    }
     std::cerr << fmt::format("[{}/{}] {}: {} ({} replicates, {:.1f} s)\n", index_ + 1, total_, r.testcase.id,
                              r.error.empty() ? std::string(stats::to_string(r.verdict)) : "ERROR", r.replicates,
                              r.runtime.seconds);
@@ -175,6 +180,21 @@ class ProgressPrinter {
   double last_ = -1e9;
 };
 
+// The reason a case cannot run in this build: a variant it names is registered but
+// unavailable (a kernel of a newer LibTorch). Empty when both run.
+std::string unavailable_reason(const contract::TestCase& tc, const kernels::Registry& registry) {
+  const auto* family = registry.find_family(tc.family);
+  if (!family) return {};
+  std::string why;
+  for (const auto* side : {&tc.reference, &tc.production}) {
+    const auto it = family->variants.find(side->variant);
+    if (it != family->variants.end() && !it->second.unavailable.empty()) {
+      why += (why.empty() ? "" : "; ") + side->variant + ": " + it->second.unavailable;
+    }
+  }
+  return why;
+}
+
 }  // namespace
 
 std::vector<engine::CaseResult> run_cases(const std::vector<contract::TestCase>& cases, const kernels::Registry& registry,
@@ -185,6 +205,16 @@ std::vector<engine::CaseResult> run_cases(const std::vector<contract::TestCase>&
   std::vector<engine::CaseResult> results;
   for (std::size_t i = 0; i < cases.size(); ++i) {
     progress.start(i);
+    if (auto why = unavailable_reason(cases[i], registry); !why.empty()) {
+      engine::CaseResult skipped;
+      skipped.testcase = cases[i];
+      skipped.skipped = std::move(why);
+      skipped.torch_version = numerics::torch_version();
+      results.push_back(std::move(skipped));
+      progress.finish(results.back());
+      if (after_each) after_each(results);
+      continue;
+    }
     try {
       results.push_back(engine::run_case(cases[i], registry, options));
     } catch (const std::exception& e) {
@@ -271,9 +301,12 @@ void register_run_command(CLI::App& app, kernels::Registry& registry) {
         if (!r.error.empty()) std::cout << r.testcase.id << ": ERROR: " << r.error << "\n";
       }
     }
+    for (const auto& r : results) {
+      if (!r.skipped.empty()) std::cout << r.testcase.id << ": SKIP: " << r.skipped << "\n";
+    }
     if (harness_error) throw ExitWith(exit_input_error);
     bool finding = false;
-    for (const auto& r : results) finding |= o->expect ? !r.unexpected.empty() : r.verdict == stats::Verdict::fail;
+    for (const auto& r : results) finding |= r.ran() && (o->expect ? !r.unexpected.empty() : r.verdict == stats::Verdict::fail);
     if (finding) throw ExitWith(exit_finding);
   });
 }

@@ -1,6 +1,7 @@
 #include "harness/cli/run_storage.hpp"
 
 #include "harness/cli/exit_codes.hpp"
+#include "harness/store/environment.hpp"
 
 #include <cstdlib>
 #include <iostream>
@@ -36,7 +37,7 @@ RunStorage::RunStorage(const StorageOptions& o) : wanted_db_(o.db) {
   spool_->append(run_record_);
   std::cerr << "kcert: run " << run_->run_id
             << (o.shard_count > 1 ? " shard " + std::to_string(o.shard_index + 1) + "/" + std::to_string(o.shard_count) : "")
-            << ", environment " << run_->environment.fingerprint << ", spool " << path << "\n";
+            << ", spool " << path << "\nkcert: environment " << store::describe_environment(run_->environment) << "\n";
   if (!o.db) return;
   try {
     db_ = std::make_unique<store::ResultStore>(store::conninfo_from_environment());

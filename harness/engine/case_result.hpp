@@ -37,6 +37,9 @@ struct CaseResult {
   std::vector<std::string> unexpected;
   // A harness or kernel-contract error that stopped the case (the verdict is then void).
   std::string error;
+  // Why the case did not run (a variant this build lacks): no gate ran, nothing was measured.
+  std::string skipped;
+  bool ran() const { return error.empty() && skipped.empty(); }
 };
 
 }  // namespace kcert::engine

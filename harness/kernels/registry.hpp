@@ -37,13 +37,17 @@ using KernelFn = std::function<torch::Tensor(const KernelInputs&, const numerics
 struct Variant {
   VariantSchema schema;  // name, version, description, parameters
   KernelFn fn;
+  // Why this build cannot run the variant (a kernel that only a newer LibTorch has), or
+  // empty. A case naming such a variant still loads and validates; the run skips it with
+  // this reason, and the result says SKIP, never PASS.
+  std::string unavailable;
 };
 
 // The kernel version every variant shipped with kcert records.
 inline constexpr const char* kBuiltinVersion = "kcert-builtin/1";
 
 inline Variant builtin_variant(std::string name, std::string description, std::vector<ParamSpec> params, KernelFn fn) {
-  return Variant{VariantSchema{std::move(name), kBuiltinVersion, std::move(description), std::move(params)}, std::move(fn)};
+  return Variant{VariantSchema{std::move(name), kBuiltinVersion, std::move(description), std::move(params)}, std::move(fn), {}};
 }
 
 struct Family {

@@ -138,9 +138,10 @@ nlohmann::json to_json(const engine::CaseResult& r) {
   j["family"] = tc.family;
   j["source"] = tc.source;
   j["profile"] = tc.profile;
-  j["verdict"] = r.error.empty() ? verdict(r.verdict) : "ERROR";
+  j["verdict"] = !r.error.empty() ? "ERROR" : !r.skipped.empty() ? "SKIP" : verdict(r.verdict);
   j["replicates"] = r.replicates;
   if (!r.error.empty()) j["error"] = r.error;
+  if (!r.skipped.empty()) j["skipped"] = r.skipped;
   j["mechanism"] = tc.mechanism;
   j["references"] = tc.references;
   j["reference"] = {{"variant", tc.reference.variant}, {"version", tc.reference.version}, {"params", to_json(tc.reference.params)}};
@@ -195,6 +196,10 @@ nlohmann::json to_json(const engine::CaseResult& r) {
   // A case the harness could not finish has no gate verdicts: say ERROR, not the defaults.
   if (!r.error.empty()) {
     for (const char* g : {"algebra", "bias", "variance"}) gates[g]["verdict"] = "ERROR";
+  }
+  // Nor has a skipped case, which never ran (a kernel this LibTorch lacks).
+  if (!r.skipped.empty()) {
+    for (const char* g : {"algebra", "bias", "variance"}) gates[g]["verdict"] = "SKIP";
   }
   j["gates"] = gates;
   if (r.nonfinite) {

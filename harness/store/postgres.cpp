@@ -257,15 +257,19 @@ bool ResultStore::store_result(const nlohmann::json& run, const nlohmann::json& 
     const std::string kind = tc.at("kind");
     const std::string verdict = need(r, "verdict");
     const bool error = verdict == "ERROR";
+    const bool skipped = verdict == "SKIP";
     // An ERROR row ran no gate to its end: its gate columns are NULL (schema/005), its reason
-    // is in `error`. They once read PASS, the gates' defaults, and counted as passing.
-    const auto gate_verdict = [&](const char* g) { return error ? std::string() : gates.at(g).at("verdict").get<std::string>(); };
+    // is in `error`. They once read PASS, the gates' defaults, and counted as passing. A SKIP
+    // row (schema/006) ran nothing: NULL gates, its reason in `skipped`.
+    const bool not_run = error || skipped;
+    const auto gate_verdict = [&](const char* g) { return not_run ? std::string() : gates.at(g).at("verdict").get<std::string>(); };
     const std::string va = gate_verdict("algebra"), vb = gate_verdict("bias"), vv = gate_verdict("variance");
-    const Param pa = error ? null() : str(va), pb = error ? null() : str(vb), pv = error ? null() : str(vv);
+    const Param pa = not_run ? null() : str(va), pb = not_run ? null() : str(vb), pv = not_run ? null() : str(vv);
     const bool any_warn_or_fail = va != "PASS" || vb != "PASS" || vv != "PASS";
     const bool any_fail = va == "FAIL" || vb == "FAIL" || vv == "FAIL";
-    const Param detected = (kind == "negative" && !error) ? str(any_warn_or_fail ? "true" : "false") : null();
-    const Param false_alarm = (kind == "positive" && !error) ? str(any_fail ? "true" : "false") : null();
+    const Param detected = (kind == "negative" && !not_run) ? str(any_warn_or_fail ? "true" : "false") : null();
+    const Param false_alarm = (kind == "positive" && !not_run) ? str(any_fail ? "true" : "false") : null();
+    const Param skip_reason = skipped ? str(r.value("skipped", std::string("not runnable in this environment"))) : null();
     double max_z = 0.0;
     bool have_z = false;
     for (const char* s : {"signed", "magnitude"}) {
@@ -282,8 +286,8 @@ bool ResultStore::store_result(const nlohmann::json& run, const nlohmann::json& 
     }
     const auto& probe = r.value("probe", nlohmann::json::object());
     const auto& runtime = r.value("runtime", nlohmann::json::object());
-    const Param z = have_z ? finite(nlohmann::json(max_z)) : null();
-    const Param u = finite(gates.at("variance").value("U", nlohmann::json()));
+    const Param z = have_z && !not_run ? finite(nlohmann::json(max_z)) : null();
+    const Param u = not_run ? null() : finite(gates.at("variance").value("U", nlohmann::json()));
     const Param err = r.contains("error") && r.at("error").is_string() ? str(r.at("error").get<std::string>())
                       : error                                          ? str("harness error (no reason recorded)")
                                                                        : null();
@@ -295,15 +299,15 @@ bool ResultStore::store_result(const nlohmann::json& run, const nlohmann::json& 
     const auto inserted = w.exec_params(
         "INSERT INTO result (run_id, shard_index, testcase_id, environment_id, reference_variant, reference_version, "
         " production_variant, production_version, verdict, algebra_verdict, bias_verdict, variance_verdict, detected, "
-        " false_alarm, replicates, seed, variance_u, max_abs_z, thresholds, calibration, duration_seconds, error, document) "
+        " false_alarm, replicates, seed, variance_u, max_abs_z, thresholds, calibration, duration_seconds, error, document, skipped) "
         "VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13::boolean, $14::boolean, $15, $16::numeric, "
-        " $17::double precision, $18::double precision, $19::jsonb, $23, $20::double precision, $21, $22::jsonb) "
+        " $17::double precision, $18::double precision, $19::jsonb, $23, $20::double precision, $21, $22::jsonb, $24) "
         "ON CONFLICT (run_id, testcase_id) DO NOTHING RETURNING id",
         need(rec, "run_id").get<std::string>(), rec.value("shard_index", 0), testcase_id, environment_id,
         r.at("reference").at("variant").get<std::string>(), r.at("reference").at("version").get<std::string>(),
         r.at("production").at("variant").get<std::string>(), r.at("production").at("version").get<std::string>(), verdict,
         pa.c(), pb.c(), pv.c(), detected.c(), false_alarm.c(), r.value("replicates", std::uint64_t{0}), seed.c(), u.c(), z.c(),
-        thresholds.dump(), duration.c(), err.c(), r.dump(), calibration.c());
+        thresholds.dump(), duration.c(), err.c(), r.dump(), calibration.c(), skip_reason.c());
     if (inserted.empty()) return false;  // this run already holds this case: nothing to add
     const auto result_id = inserted[0][0].as<long long>();
 

@@ -1,4 +1,4 @@
-#include <catch2/catch.hpp>
+#include "kcert_catch.hpp"
 
 #include "eval/falsifiability.hpp"
 
@@ -51,4 +51,40 @@ TEST_CASE("falsifiability counts detections, false FAILs and false WARNs per gat
   CHECK(f.unexpected[0] == "c: variance: expected PASS, got FAIL");
   const auto j = kcert::eval::to_json(f);
   CHECK(j.at("gates").at("combined").at("negatives_detected") == 3);
+}
+
+TEST_CASE("a skipped control counts nowhere: not a detection, not a pass, not a met expectation", "[eval]") {
+  using K = kcert::contract::Kind;
+  std::vector<kcert::engine::CaseResult> rs = {
+      result(K::negative, Verdict::pass, Verdict::fail, Verdict::pass),
+      result(K::positive, Verdict::pass, Verdict::pass, Verdict::pass),
+      result(K::positive, Verdict::pass, Verdict::pass, Verdict::pass),  // skipped below: its verdicts are defaults
+      result(K::negative, Verdict::pass, Verdict::pass, Verdict::pass),  // skipped: would count as an escape
+  };
+  rs[2].testcase.id = "flash";
+  rs[2].skipped = "sdpa_flash_cpu: needs LibTorch >= 2.1";
+  rs[3].testcase.id = "newer";
+  rs[3].skipped = "needs LibTorch >= 2.4";
+  rs[0].torch_version = rs[1].torch_version = "1.13.0";
+  const auto f = kcert::eval::tabulate(rs);
+  CHECK(f.negatives == 1);
+  CHECK(f.positives == 1);
+  CHECK(f.combined.detected == 1);
+  CHECK(f.expectations_met == 2);
+  REQUIRE(f.skipped.size() == 2);
+  CHECK(f.skipped[0].first == "flash");
+  CHECK(f.skipped[1].second == "needs LibTorch >= 2.4");
+  CHECK(f.torch_version == "1.13.0");
+  const auto j = kcert::eval::to_json(f);
+  CHECK(j.at("skipped").size() == 2);
+  CHECK(j.at("torch") == "1.13.0");
+
+  // The same through a stored document: SKIP, with the reason, and not detected.
+  nlohmann::json doc = {{"id", "newer"}, {"kind", "negative"}, {"family", "rmsnorm"}, {"verdict", "SKIP"},
+                        {"skipped", "needs LibTorch >= 2.4"}, {"provenance", {{"torch_version", "1.13.0"}}}};
+  const auto o = kcert::eval::outcome_from_document(doc);
+  CHECK(o.skipped == "needs LibTorch >= 2.4");
+  CHECK_FALSE(o.ran());
+  CHECK_FALSE(o.detected());
+  CHECK(o.torch_version == "1.13.0");
 }

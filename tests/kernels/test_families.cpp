@@ -436,6 +436,11 @@ TEST_CASE("every variant of every family keeps the output contract under both po
     std::vector<int64_t> shape;
     for (const auto& [vname, variant] : family.variants) {
       INFO(name << "/" << vname);
+      if (!variant.unavailable.empty()) {
+        // A kernel of a newer LibTorch: it says so instead of computing something else.
+        CHECK_THROWS_WITH(run(name, vname, in, w), Catch::Contains("needs LibTorch"));
+        continue;
+      }
       const auto yw = run(name, vname, in, w);
       const auto y64 = run(name, vname, in64, ex);
       CHECK(yw.scalar_type() == out_dtype);

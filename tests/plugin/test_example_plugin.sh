@@ -21,6 +21,8 @@ PLUGIN="$WORK/plugin/libfused_rmsnorm_example.so"
 # outside any checkout (no ./testcases) uses the installed controls.
 [[ -s $WORK/prefix/share/kcert/testcases/negative/rmsnorm/n1_gemma_rmsnorm_offset_bf16.yaml ]] || fail "controls not installed"
 [[ -s $WORK/prefix/share/doc/kcert/method.md ]] || fail "docs not installed"
+[[ -s $WORK/prefix/share/man/man1/kcert-nightly.1 ]] || fail "man pages not installed"
+[[ -s $WORK/prefix/share/bash-completion/completions/kcert ]] || fail "bash completion not installed"
 mkdir -p "$WORK/elsewhere"
 (cd "$WORK/elsewhere" && "$KCERT" nightly --profile smoke --filter n1_gemma --no-db --quiet --report r >"$WORK/n.txt" 2>&1) ||
   fail "installed nightly without a folder: $(cat "$WORK/n.txt")"
@@ -84,7 +86,7 @@ cp "$PLUGIN" "$WORK/copy.so"
 out=$("$KCERT" --plugin "$PLUGIN" --plugin "$WORK/copy.so" list 2>&1) && fail "a duplicate variant was accepted"
 expect_contains "$out" "variant 'fused_rmsnorm' of family 'rmsnorm' is already registered"
 out=$("$KCERT" run "$SRC/examples/plugin/cases" 2>&1) && fail "cases ran without their plugin"
-expect_contains "$out" "family 'rmsnorm' has no variant 'fused_rmsnorm' (available: fused_weight_fp32, gemma"
+expect_contains "$out" "family 'rmsnorm' has no variant 'fused_rmsnorm' (available: aten_rms_norm, fused_weight_fp32, gemma"
 sed 's/production: {variant: fused_rmsnorm}/production: {variant: fused_rmsnorm, version: "9"}/' \
   "$SRC/examples/plugin/cases/fused_rmsnorm_ok.yaml" >"$WORK/versioned.yaml"
 out=$("$KCERT" --plugin "$PLUGIN" run "$WORK/versioned.yaml" 2>&1) && fail "a YAML version for a plugin variant was accepted"

@@ -28,13 +28,25 @@ grep -q "schema: 1" "$page" || fail "case file not shown"
 
 /usr/bin/python3 "$src/tests/report/check_pages.py" "$out" night/html/index.html "$page"
 
+# A control this LibTorch cannot run (at::rms_norm on 1.13) has its page, saying it was
+# skipped and why, never a PASS badge; on 2.x it ran and says nothing of the kind.
+skip_page=night/html/real_aten_rms_norm.html
+[[ -s $skip_page ]] || fail "no page for real_aten_rms_norm"
+if /usr/bin/python3 -c 'import json,sys; d=json.load(open("night/results.json")); sys.exit(0 if any(r["id"] == "real_aten_rms_norm" and r["verdict"] == "SKIP" for r in d["results"]) else 1)'; then
+  grep -q "Skipped, not run in this environment:</b> aten_rms_norm: needs LibTorch" "$skip_page" || fail "the skipped control's page does not say why"
+  grep -q 'badge pass' "$skip_page" && fail "the skipped control's page shows a PASS badge"
+  grep -q 'SKIP</span> <code>real_aten_rms_norm</code>' night/html/index.html || fail "the index does not list the skipped control"
+else
+  grep -q "Skipped, not run" "$skip_page" && fail "a control that ran is reported as skipped"
+fi
+
 # The data behind it follows its published schemas (docs/schema).
 /usr/bin/python3 "$src/tests/cli/validate_json.py" kcert-nightly-1.schema.json night/results.json
 /usr/bin/python3 "$src/tests/cli/validate_json.py" --lines kcert-spool-1.schema.json .kcert/spool/*.jsonl
 
 # The command rebuilds the same pages from the folder.
 "$kcert" report night --no-db --out again >report.txt
-grep -q "again/index.html (11 pages" report.txt || { cat report.txt >&2; fail "kcert report"; }
+grep -q "again/index.html (12 pages" report.txt || { cat report.txt >&2; fail "kcert report"; }
 # Same page but for why there is no history (spool vs --no-db), same plots.
 diff <(grep -v "History needs" "$page") <(grep -v "History needs" again/n1_gemma_rmsnorm_offset_bf16.html) >/dev/null ||
   fail "kcert report's page differs from the nightly's"

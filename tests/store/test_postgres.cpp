@@ -290,3 +290,37 @@ TEST_CASE("a harness ERROR is stored with NULL gate verdicts and its reason", "[
   // The schema holds the rule: a PASS row without gate verdicts, or an ERROR without a reason, is refused.
   CHECK_THROWS_AS(w.exec0("UPDATE result SET algebra_verdict = NULL WHERE verdict = 'PASS'"), pqxx::check_violation);
 }
+
+TEST_CASE("a skipped control is stored as SKIP with its reason, NULL gates and no detection", "[postgres]") {
+  const auto db = fresh_database("kcert_t_skip_row");
+  run_kcert(db, "db migrate");
+  kcert::store::RunInfo run;
+  run.run_id = "skip-row";
+  run.started_at = "2026-12-01T00:00:00Z";
+  run.kcert_version = "test";
+  run.environment = kcert::store::detect_environment();
+  kcert::engine::CaseResult skipped;
+  skipped.testcase.id = "needs_newer_torch";
+  skipped.testcase.kind = kcert::contract::Kind::negative;
+  skipped.testcase.family = "rmsnorm";
+  skipped.skipped = "aten_rms_norm: needs LibTorch >= 2.4 (at::rms_norm); this build has LibTorch 1.13.0";
+  kcert::store::ResultStore store(db);
+  const auto run_rec = kcert::store::run_record(run);
+  store.store_run(run_rec);
+  CHECK(store.store_result(run_rec, kcert::store::result_record(run, skipped)));
+
+  pqxx::connection c(db);
+  pqxx::work w(c);
+  const auto row = w.exec1(
+      "SELECT r.verdict, r.algebra_verdict IS NULL AND r.bias_verdict IS NULL AND r.variance_verdict IS NULL, r.skipped, "
+      " r.detected IS NULL, r.error IS NULL, r.variance_u IS NULL AND r.max_abs_z IS NULL "
+      " FROM result r JOIN testcase t ON t.id = r.testcase_id WHERE t.case_id = 'needs_newer_torch'");
+  CHECK(row[0].as<std::string>() == "SKIP");
+  CHECK(row[1].as<bool>());
+  CHECK(row[2].as<std::string>() == skipped.skipped);
+  CHECK(row[3].as<bool>());  // a negative that did not run is neither detected nor missed
+  CHECK(row[4].as<bool>());
+  CHECK(row[5].as<bool>());
+  // The schema holds the rule: a SKIP needs its reason, and only a SKIP has one.
+  CHECK_THROWS_AS(w.exec0("UPDATE result SET skipped = NULL WHERE verdict = 'SKIP'"), pqxx::check_violation);
+}

@@ -228,6 +228,42 @@ torch::Tensor sdpa_aten(const KernelInputs& in, const Precision& p, const ParamM
   return p.round_w(out);
 }
 
+// LibTorch 2.x: SDPA with its scale argument, required to dispatch to the flash CPU kernel
+// (at::_scaled_dot_product_flash_attention_for_cpu: key blocks, fp32 running max and sum,
+// bf16 P V). Which backend the public function will take is asked of the same selector it
+// uses, at::_fused_sdp_choice, with the same arguments; anything but flash under the working
+// precision is an error, so a PASS of this variant is a PASS of the flash kernel. Under the
+// fp64 policy (the algebra run) the selector may pick either; the function is the same.
+#if defined(TORCH_VERSION_MAJOR) && TORCH_VERSION_MAJOR >= 2
+constexpr const char* kSdpaFlashUnavailable = "";
+// at::sdp::SDPBackend (ATen/native/transformers/sdp_utils_cpp.h): error -1, math 0, flash 1,
+// efficient 2, cudnn 3, overrideable 4.
+constexpr int64_t kFlashBackend = 1;
+torch::Tensor sdpa_flash(const KernelInputs& in, const Precision& p, const ParamMap& prm) {
+  const auto s = setup(in, prm);
+  const auto dt = p.is_exact() ? torch::kFloat64 : p.working_dtype();
+  const auto q = in.at("q").to(dt);
+  const auto k = expand_kv(in.at("k").to(dt), s.heads, prm), v = expand_kv(in.at("v").to(dt), s.heads, prm);
+  if (prm.integer("window") > 0 || prm.number("softcap") > 0.0 || prm.boolean("alibi") || s.tokens != s.kv_tokens) {
+    throw std::invalid_argument("sdpa_flash_cpu: only plain causal or unmasked attention (no window, softcap, alibi, Sq != Sk)");
+  }
+  const bool causal = prm.boolean("causal");
+  const auto backend = at::_fused_sdp_choice(q, k, v, {}, 0.0, causal, s.scale);
+  if (!p.is_exact() && backend != kFlashBackend) {
+    throw std::runtime_error("sdpa_flash_cpu: scaled_dot_product_attention would not take the flash kernel here (backend " +
+                             std::to_string(backend) + ", dtype " + std::string(c10::toString(q.scalar_type())) +
+                             ", device " + q.device().str() + "); this variant exists to certify that kernel");
+  }
+  return p.round_w(at::scaled_dot_product_attention(q, k, v, {}, 0.0, causal, s.scale));
+}
+#else
+constexpr const char* kSdpaFlashUnavailable =
+    "needs LibTorch >= 2.1 (scaled_dot_product_attention's flash CPU kernel); this build has LibTorch " TORCH_VERSION;
+torch::Tensor sdpa_flash(const KernelInputs&, const Precision&, const ParamMap&) {
+  throw std::logic_error(kSdpaFlashUnavailable);
+}
+#endif
+
 std::vector<Variant> attention_variants() {
   const auto v = [](std::string name, std::string description, KernelFn fn) {
     return builtin_variant(std::move(name), std::move(description), kAttentionParams, std::move(fn));
@@ -257,6 +293,11 @@ std::vector<Variant> attention_variants() {
                   "tile and is kept (A8: flash-attention#2082)",
                   [](const KernelInputs& in, const Precision& p, const ParamMap& prm) { return online_softmax(in, p, prm, true); }));
   out.push_back(v("sdpa_aten", "LibTorch's scaled_dot_product_attention on the W tensors (#1, #3)", sdpa_aten));
+  out.push_back(v("sdpa_flash_cpu",
+                  "LibTorch >= 2.1: scaled_dot_product_attention with an explicit scale, checked to dispatch to the "
+                  "flash CPU kernel (at::_fused_sdp_choice) under the working precision",
+                  sdpa_flash));
+  out.back().unavailable = kSdpaFlashUnavailable;
   return out;
 }
 

@@ -26,8 +26,27 @@ Variant variant(std::string name, std::string description, KernelFn fn) {
   return builtin_variant(std::move(name), std::move(description), kEpsParam, std::move(fn));
 }
 
+// LibTorch >= 2.4: at::rms_norm, the kernel behind torch.nn.RMSNorm and
+// torch.nn.functional.rms_norm, on the W tensors as a migration would call it.
+#if defined(TORCH_VERSION_MAJOR) && (TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 4))
+constexpr const char* kAtenRmsNormUnavailable = "";
+torch::Tensor aten_rms_norm(const KernelInputs& in, const Precision& p, const ParamMap& prm) {
+  const auto dt = p.is_exact() ? torch::kFloat64 : p.working_dtype();
+  const auto x = in.at("x").to(dt);
+  return p.round_w(at::rms_norm(x, {x.size(-1)}, in.at("w").to(dt), prm.number("eps")));
+}
+#else
+constexpr const char* kAtenRmsNormUnavailable = "needs LibTorch >= 2.4 (at::rms_norm); this build has LibTorch " TORCH_VERSION;
+torch::Tensor aten_rms_norm(const KernelInputs&, const Precision&, const ParamMap&) {
+  throw std::logic_error(kAtenRmsNormUnavailable);
+}
+#endif
+
 std::vector<Variant> rmsnorm_variants() {
   std::vector<Variant> v;
+  v.push_back(variant("aten_rms_norm",
+                      "LibTorch >= 2.4: at::rms_norm (torch.nn.RMSNorm) on the W input and weight", aten_rms_norm));
+  v.back().unavailable = kAtenRmsNormUnavailable;
   v.push_back(variant(
       "llama",
       "HF LlamaRMSNorm cast points: normalize in fp32, round to W, then multiply by the W "
