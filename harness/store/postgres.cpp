@@ -5,6 +5,8 @@
 
 #include <pqxx/pqxx>
 
+#include "harness/store/pqxx_compat.hpp"
+
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -150,7 +152,7 @@ std::string ResultStore::describe() const { return describe_connection(*conn_); 
 namespace {
 void ensure_migration_table(pqxx::connection& c) {
   pqxx::work w(c);
-  w.exec0(
+  pq::exec0(w, 
       "CREATE TABLE IF NOT EXISTS kcert_migration ("
       " version integer PRIMARY KEY, name text NOT NULL, checksum text NOT NULL,"
       " applied_at timestamptz NOT NULL DEFAULT now())");
@@ -165,7 +167,7 @@ std::vector<MigrationState> ResultStore::migration_status() {
     std::vector<MigrationState> out;
     for (const auto& m : schema_migrations()) {
       MigrationState s{m.version, m.name, false, ""};
-      const auto r = w.exec_params("SELECT applied_at::text FROM kcert_migration WHERE version = $1", m.version);
+      const auto r = pq::exec_params(w, "SELECT applied_at::text FROM kcert_migration WHERE version = $1", m.version);
       if (!r.empty()) {
         s.applied = true;
         s.applied_at = r[0][0].c_str();
@@ -191,9 +193,9 @@ int ResultStore::migrate() {
       pqxx::work w(*conn_);
       // Two migrators at once: the second waits here, then sees the version applied.
       w.exec("SELECT pg_advisory_xact_lock(7165432101)");
-      if (!w.exec_params("SELECT 1 FROM kcert_migration WHERE version = $1", m.version).empty()) continue;
+      if (!pq::exec_params(w, "SELECT 1 FROM kcert_migration WHERE version = $1", m.version).empty()) continue;
       try {
-        w.exec0(m.sql);
+        pq::exec0(w, m.sql);
       } catch (const pqxx::insufficient_privilege& e) {
         // 002_roles creates the group roles kcert_reader / kcert_writer (cluster-wide objects):
         // the server's "permission denied to create role" does not say what to do.
@@ -203,7 +205,7 @@ int ResultStore::migrate() {
                             "kcert_reader and kcert_writer) and owning the database, e.g. the database owner or "
                             "postgres; later runs need only kcert_writer (docs/database.md)");
       }
-      w.exec_params("INSERT INTO kcert_migration (version, name, checksum) VALUES ($1, $2, $3)", m.version, m.name,
+      pq::exec_params(w, "INSERT INTO kcert_migration (version, name, checksum) VALUES ($1, $2, $3)", m.version, m.name,
                     m.checksum);
       w.commit();
       ++applied;
@@ -216,17 +218,17 @@ void ResultStore::store_run(const nlohmann::json& run) {
   return guarded(*conn_, conn_->watchdog, conn_->statement_timeout, [&]() -> void {
     const auto& env = need(run, "environment");
     pqxx::work w(*conn_);
-    w.exec_params(
+    pq::exec_params(w, 
         "INSERT INTO environment (fingerprint, identity, details) VALUES ($1, $2::jsonb, $3::jsonb) "
         "ON CONFLICT (fingerprint) DO NOTHING",
         need(env, "fingerprint").get<std::string>(), need(env, "identity").dump(), env.value("details", nlohmann::json::object()).dump());
-    w.exec_params(
+    pq::exec_params(w, 
         "INSERT INTO run (id, started_at, kcert_version, git_revision, profile, shard_count, configuration) "
         "VALUES ($1, $2::timestamptz, $3, $4, $5, $6, $7::jsonb) ON CONFLICT (id) DO NOTHING",
         need(run, "run_id").get<std::string>(), need(run, "started_at").get<std::string>(),
         need(run, "kcert_version").get<std::string>(), run.value("git_revision", ""), run.value("profile", ""),
         run.value("shard_count", 1), run.value("configuration", nlohmann::json::object()).dump());
-    w.exec_params(
+    pq::exec_params(w, 
         "INSERT INTO run_shard (run_id, shard_index, environment_id, started_at) "
         "SELECT $1, $2, e.id, $3::timestamptz FROM environment e WHERE e.fingerprint = $4 ON CONFLICT DO NOTHING",
         run.at("run_id").get<std::string>(), run.value("shard_index", 0), run.at("started_at").get<std::string>(),
@@ -241,16 +243,16 @@ bool ResultStore::store_result(const nlohmann::json& run, const nlohmann::json& 
     const auto& r = need(rec, "result");
     const auto& gates = need(r, "gates");
     pqxx::work w(*conn_);
-    w.exec_params(
+    pq::exec_params(w, 
         "INSERT INTO testcase (case_id, kind, family, mechanism, refs, yaml_sha256) "
         "VALUES ($1, $2, $3, $4, $5::text[], $6) ON CONFLICT (case_id, yaml_sha256) DO NOTHING",
         need(tc, "case_id").get<std::string>(), need(tc, "kind").get<std::string>(), need(tc, "family").get<std::string>(),
         tc.value("mechanism", ""), text_array(tc.value("references", std::vector<std::string>{})),
         need(tc, "yaml_sha256").get<std::string>());
-    const auto testcase_id = w.exec_params1("SELECT id FROM testcase WHERE case_id = $1 AND yaml_sha256 = $2",
+    const auto testcase_id = pq::exec_params1(w, "SELECT id FROM testcase WHERE case_id = $1 AND yaml_sha256 = $2",
                                             tc.at("case_id").get<std::string>(), tc.at("yaml_sha256").get<std::string>())[0]
                                  .as<long long>();
-    const auto env_rows = w.exec_params("SELECT id FROM environment WHERE fingerprint = $1", need(rec, "environment").get<std::string>());
+    const auto env_rows = pq::exec_params(w, "SELECT id FROM environment WHERE fingerprint = $1", need(rec, "environment").get<std::string>());
     if (env_rows.empty()) throw DatabaseError("environment " + rec.at("environment").get<std::string>() + " is not stored (store the run record first)");
     const auto environment_id = env_rows[0][0].as<long long>();
 
@@ -296,7 +298,7 @@ bool ResultStore::store_result(const nlohmann::json& run, const nlohmann::json& 
     const Param calibration = r.contains("calibration") && r.at("calibration").is_string()
                                   ? str(r.at("calibration").get<std::string>())
                                   : null();
-    const auto inserted = w.exec_params(
+    const auto inserted = pq::exec_params(w, 
         "INSERT INTO result (run_id, shard_index, testcase_id, environment_id, reference_variant, reference_version, "
         " production_variant, production_version, verdict, algebra_verdict, bias_verdict, variance_verdict, detected, "
         " false_alarm, replicates, seed, variance_u, max_abs_z, thresholds, calibration, duration_seconds, error, document, skipped) "
@@ -319,7 +321,7 @@ bool ResultStore::store_result(const nlohmann::json& run, const nlohmann::json& 
           const auto bucket = b.at("bucket").get<long long>();
           if (!seen.insert(bucket).second) continue;
           const bool flagged = b.at("verdict") != "PASS";
-          w.exec_params(
+          pq::exec_params(w, 
               "INSERT INTO bias_bucket (result_id, statistic, bucket, flagged, direction, z, effect, ulp_effect, mean, sd, verdict) "
               "VALUES ($1, $2, $3, $4, $5, $6::double precision, $7::double precision, $8::double precision, "
               "$9::double precision, $10::double precision, $11)",
@@ -331,7 +333,7 @@ bool ResultStore::store_result(const nlohmann::json& run, const nlohmann::json& 
     if (!tail.empty()) {
       const auto& kh = tail.value("khat", nlohmann::json::object());
       const auto pick = [&](const char* k) { return tail.contains(k) ? number(tail.at(k)) : null(); };
-      w.exec_params(
+      pq::exec_params(w, 
           "INSERT INTO variance_tail (result_id, mode, u, n_exc, zeta, xi_raw, xi_clipped, sigma, r_t, se, u_bound, "
           " zero_fraction, q50, q90, q99, k_max, khat) VALUES ($1, $2, $3::double precision, $4, $5::double precision, "
           " $6::double precision, $7::double precision, $8::double precision, $9::double precision, $10::double precision, "
@@ -354,13 +356,13 @@ void ResultStore::store_finish(const nlohmann::json& fin) {
     const std::string run_id = need(fin, "run_id");
     const std::string at = need(fin, "finished_at");
     const std::string status = fin.value("status", "finished");
-    w.exec_params("UPDATE run_shard SET finished_at = $3::timestamptz WHERE run_id = $1 AND shard_index = $2", run_id,
+    pq::exec_params(w, "UPDATE run_shard SET finished_at = $3::timestamptz WHERE run_id = $1 AND shard_index = $2", run_id,
                   fin.value("shard_index", 0), at);
     if (status == "aborted") {
-      w.exec_params("UPDATE run SET status = 'aborted', finished_at = $2::timestamptz WHERE id = $1", run_id, at);
+      pq::exec_params(w, "UPDATE run SET status = 'aborted', finished_at = $2::timestamptz WHERE id = $1", run_id, at);
     } else {
       // The run is finished when every one of its shards has finished.
-      w.exec_params(
+      pq::exec_params(w, 
           "UPDATE run SET status = 'finished', finished_at = $2::timestamptz WHERE id = $1 AND status = 'running' "
           "AND (SELECT count(*) FROM run_shard s WHERE s.run_id = $1 AND s.finished_at IS NOT NULL) >= shard_count",
           run_id, at);
@@ -372,7 +374,7 @@ void ResultStore::store_finish(const nlohmann::json& fin) {
 std::vector<HistoryRow> ResultStore::history(const HistoryQuery& q) {
   return guarded(*conn_, conn_->watchdog, conn_->statement_timeout, [&]() -> std::vector<HistoryRow> {
     pqxx::work w(*conn_);
-    const auto rows = w.exec_params(
+    const auto rows = pq::exec_params(w, 
         "SELECT to_char(started_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"'), run_id, fingerprint, "
         " coalesce(cpu_model, ''), coalesce(gpu, ''), coalesce(torch_version, ''), verdict, algebra_verdict, bias_verdict, "
         " variance_verdict, variance_u, max_abs_z, detected, false_alarm, kind, reference_version, production_version, "
@@ -518,7 +520,7 @@ std::vector<RunSummary> ResultStore::unfinished_runs() {
 bool ResultStore::abandon_run(const std::string& run_id) {
   return guarded(*conn_, conn_->watchdog, conn_->statement_timeout, [&]() -> bool {
     pqxx::work w(*conn_);
-    const auto r = w.exec_params("UPDATE run SET status = 'aborted', finished_at = now() WHERE id = $1 AND status = 'running'",
+    const auto r = pq::exec_params(w, "UPDATE run SET status = 'aborted', finished_at = now() WHERE id = $1 AND status = 'running'",
                                  run_id);
     w.commit();
     return r.affected_rows() == 1;
@@ -528,7 +530,7 @@ bool ResultStore::abandon_run(const std::string& run_id) {
 std::optional<RunSummary> ResultStore::run_summary(const std::string& run_id) {
   return guarded(*conn_, conn_->watchdog, conn_->statement_timeout, [&]() -> std::optional<RunSummary> {
     pqxx::work w(*conn_);
-    const auto r = w.exec_params(
+    const auto r = pq::exec_params(w, 
         "SELECT id, status, profile, to_char(started_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"'), shard_count "
         "FROM run WHERE id = $1",
         run_id);
@@ -539,7 +541,7 @@ std::optional<RunSummary> ResultStore::run_summary(const std::string& run_id) {
     s.profile = r[0][2].c_str();
     s.started_at = r[0][3].c_str();
     s.shard_count = r[0][4].as<int>();
-    for (const auto& row : w.exec_params("SELECT shard_index, finished_at IS NOT NULL FROM run_shard WHERE run_id = $1 "
+    for (const auto& row : pq::exec_params(w, "SELECT shard_index, finished_at IS NOT NULL FROM run_shard WHERE run_id = $1 "
                                          "ORDER BY shard_index",
                                          run_id)) {
       s.shards_started.push_back(row[0].as<int>());
@@ -553,7 +555,7 @@ std::vector<StoredResult> ResultStore::run_results(const std::string& run_id) {
   return guarded(*conn_, conn_->watchdog, conn_->statement_timeout, [&]() -> std::vector<StoredResult> {
     pqxx::work w(*conn_);
     std::vector<StoredResult> out;
-    for (const auto& row : w.exec_params(std::string("SELECT") + kResultColumns + "WHERE r.run_id = $1 ORDER BY t.case_id", run_id)) {
+    for (const auto& row : pq::exec_params(w, std::string("SELECT") + kResultColumns + "WHERE r.run_id = $1 ORDER BY t.case_id", run_id)) {
       out.push_back(stored_result(row));
     }
     return out;
@@ -564,7 +566,7 @@ std::vector<StoredResult> ResultStore::previous_results(const std::string& run_i
   return guarded(*conn_, conn_->watchdog, conn_->statement_timeout, [&]() -> std::vector<StoredResult> {
     pqxx::work w(*conn_);
     std::vector<StoredResult> out;
-    const auto rows = w.exec_params(
+    const auto rows = pq::exec_params(w, 
         std::string("SELECT DISTINCT ON (t.case_id, e.fingerprint)") + kResultColumns +
             "JOIN run this ON this.id = $1 "
             "WHERE ru.id <> this.id AND ru.status = 'finished' AND ru.profile = this.profile "
@@ -581,7 +583,7 @@ std::vector<StoredResult> ResultStore::previous_results(const std::string& run_i
 std::optional<std::string> ResultStore::latest_finished_run(const std::string& fingerprint, const std::string& profile) {
   return guarded(*conn_, conn_->watchdog, conn_->statement_timeout, [&]() -> std::optional<std::string> {
     pqxx::work w(*conn_);
-    const auto r = w.exec_params(
+    const auto r = pq::exec_params(w, 
         "SELECT ru.id FROM run ru WHERE ru.status = 'finished' AND ru.profile = $2 AND EXISTS (SELECT 1 FROM result r "
         " JOIN environment e ON e.id = r.environment_id WHERE r.run_id = ru.id AND e.fingerprint = $1) "
         "ORDER BY ru.started_at DESC LIMIT 1",
@@ -595,7 +597,7 @@ std::map<std::string, Calibration> ResultStore::latest_calibrations(const std::s
   return guarded(*conn_, conn_->watchdog, conn_->statement_timeout, [&]() -> std::map<std::string, Calibration> {
     pqxx::work w(*conn_);
     std::map<std::string, Calibration> out;
-    for (const auto& row : w.exec_params(std::string(kCalibrationColumns) +
+    for (const auto& row : pq::exec_params(w, std::string(kCalibrationColumns) +
                                              "WHERE e.fingerprint = $1 ORDER BY c.family, c.created_at DESC, c.id DESC",
                                          fingerprint)) {
       auto c = calibration_row(row);
@@ -609,7 +611,7 @@ std::vector<Calibration> ResultStore::calibrations(const std::string& fingerprin
   return guarded(*conn_, conn_->watchdog, conn_->statement_timeout, [&]() -> std::vector<Calibration> {
     pqxx::work w(*conn_);
     std::vector<Calibration> out;
-    const auto rows = w.exec_params(std::string(kCalibrationColumns) +
+    const auto rows = pq::exec_params(w, std::string(kCalibrationColumns) +
                                         "WHERE ($1 = '' OR e.fingerprint = $1) ORDER BY e.fingerprint, c.created_at DESC, c.id DESC",
                                     fingerprint);
     for (const auto& row : rows) out.push_back(calibration_row(row));
@@ -625,9 +627,9 @@ Param optional_number(const std::optional<double>& v) { return v ? str(format_do
 long long ResultStore::store_calibration(const Calibration& c) {
   return guarded(*conn_, conn_->watchdog, conn_->statement_timeout, [&]() -> long long {
     pqxx::work w(*conn_);
-    const auto env = w.exec_params("SELECT id FROM environment WHERE fingerprint = $1", c.fingerprint);
+    const auto env = pq::exec_params(w, "SELECT id FROM environment WHERE fingerprint = $1", c.fingerprint);
     if (env.empty()) throw DatabaseError("environment " + c.fingerprint + " is not stored");
-    const auto id = w.exec_params1(
+    const auto id = pq::exec_params1(w, 
                          "INSERT INTO calibration (environment_id, family, warn_k, fail_k, previous_warn_k, previous_fail_k, "
                          " rule_version, source_runs, positives, max_u, created_by, details, bias_c, bias_c_magnitude, "
                          " previous_bias_c, previous_bias_c_magnitude) "

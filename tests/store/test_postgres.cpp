@@ -12,6 +12,7 @@
 
 #include "../cli/run_command.hpp"
 #include "harness/store/postgres.hpp"
+#include "harness/store/pqxx_compat.hpp"
 
 using kcert::test::kcert_binary;
 using kcert::test::run_command;
@@ -69,7 +70,7 @@ void write_case(const std::string& path, const std::string& id, int tokens, int 
 long long count(const std::string& conninfo, const std::string& sql) {
   pqxx::connection c(conninfo);
   pqxx::work w(c);
-  return w.exec1(sql)[0].as<long long>();
+  return kcert::store::pq::exec1(w, sql)[0].as<long long>();
 }
 
 // Everything a result says, minus how long it took.
@@ -77,7 +78,7 @@ std::map<std::string, std::string> results_of_run(const std::string& conninfo, c
   pqxx::connection c(conninfo);
   pqxx::work w(c);
   std::map<std::string, std::string> out;
-  for (const auto& row : w.exec_params(
+  for (const auto& row : kcert::store::pq::exec_params(w, 
            "SELECT t.case_id, r.verdict || r.algebra_verdict || r.bias_verdict || r.variance_verdict || "
            " coalesce(r.variance_u::text, '-') || coalesce(r.max_abs_z::text, '-') || r.replicates || "
            " ((r.document - 'runtime')::text) || (SELECT count(*) FROM bias_bucket b WHERE b.result_id = r.id) || "
@@ -219,8 +220,8 @@ TEST_CASE("a case id full of quotes and SQL is stored literally", "[postgres]") 
   run_kcert(db, "run " + dir + " --db --quiet --brief");
   pqxx::connection c(db);
   pqxx::work w(c);
-  CHECK(w.exec1("SELECT case_id FROM testcase")[0].as<std::string>() == id);
-  CHECK(w.exec1("SELECT count(*) FROM result")[0].as<int>() == 1);  // the table is still there
+  CHECK(kcert::store::pq::exec1(w, "SELECT case_id FROM testcase")[0].as<std::string>() == id);
+  CHECK(kcert::store::pq::exec1(w, "SELECT count(*) FROM result")[0].as<int>() == 1);  // the table is still there
   const auto j = nlohmann::json::parse(run_kcert(db, "history " + shell_quote(id) + " --format json"));
   CHECK(j.at("case") == id);
   CHECK(j.at("runs").size() == 1);
@@ -242,7 +243,7 @@ TEST_CASE("the read-only role is refused a write", "[postgres]") {
   pqxx::connection c(reader);
   {
     pqxx::work w(c);
-    CHECK(w.exec1("SELECT count(*) FROM detection_history")[0].as<int>() == 0);  // reading is allowed
+    CHECK(kcert::store::pq::exec1(w, "SELECT count(*) FROM detection_history")[0].as<int>() == 0);  // reading is allowed
   }
   pqxx::work w(c);
   CHECK_THROWS_AS(w.exec("INSERT INTO run (id, started_at, kcert_version) VALUES ('x', now(), 'v')"),
@@ -276,19 +277,19 @@ TEST_CASE("a harness ERROR is stored with NULL gate verdicts and its reason", "[
 
   pqxx::connection c(db);
   pqxx::work w(c);
-  const auto row = w.exec1(
+  const auto row = kcert::store::pq::exec1(w, 
       "SELECT r.verdict, r.algebra_verdict IS NULL AND r.bias_verdict IS NULL AND r.variance_verdict IS NULL, r.error, "
       " r.false_alarm IS NULL FROM result r JOIN testcase t ON t.id = r.testcase_id WHERE t.case_id = 'broken'");
   CHECK(row[0].as<std::string>() == "ERROR");
   CHECK(row[1].as<bool>());
   CHECK(row[2].as<std::string>() == broken.error);
   CHECK(row[3].as<bool>());  // neither a false alarm nor a clean pass
-  CHECK(w.exec1("SELECT algebra_verdict FROM result r JOIN testcase t ON t.id = r.testcase_id WHERE t.case_id = 'fine'")[0]
+  CHECK(kcert::store::pq::exec1(w, "SELECT algebra_verdict FROM result r JOIN testcase t ON t.id = r.testcase_id WHERE t.case_id = 'fine'")[0]
             .as<std::string>() == "PASS");
   // A gate count over the columns no longer counts the case that never ran as passing.
-  CHECK(w.exec1("SELECT count(*) FROM result WHERE bias_verdict = 'PASS'")[0].as<int>() == 1);
+  CHECK(kcert::store::pq::exec1(w, "SELECT count(*) FROM result WHERE bias_verdict = 'PASS'")[0].as<int>() == 1);
   // The schema holds the rule: a PASS row without gate verdicts, or an ERROR without a reason, is refused.
-  CHECK_THROWS_AS(w.exec0("UPDATE result SET algebra_verdict = NULL WHERE verdict = 'PASS'"), pqxx::check_violation);
+  CHECK_THROWS_AS(kcert::store::pq::exec0(w, "UPDATE result SET algebra_verdict = NULL WHERE verdict = 'PASS'"), pqxx::check_violation);
 }
 
 TEST_CASE("a skipped control is stored as SKIP with its reason, NULL gates and no detection", "[postgres]") {
@@ -311,7 +312,7 @@ TEST_CASE("a skipped control is stored as SKIP with its reason, NULL gates and n
 
   pqxx::connection c(db);
   pqxx::work w(c);
-  const auto row = w.exec1(
+  const auto row = kcert::store::pq::exec1(w, 
       "SELECT r.verdict, r.algebra_verdict IS NULL AND r.bias_verdict IS NULL AND r.variance_verdict IS NULL, r.skipped, "
       " r.detected IS NULL, r.error IS NULL, r.variance_u IS NULL AND r.max_abs_z IS NULL "
       " FROM result r JOIN testcase t ON t.id = r.testcase_id WHERE t.case_id = 'needs_newer_torch'");
@@ -322,5 +323,5 @@ TEST_CASE("a skipped control is stored as SKIP with its reason, NULL gates and n
   CHECK(row[4].as<bool>());
   CHECK(row[5].as<bool>());
   // The schema holds the rule: a SKIP needs its reason, and only a SKIP has one.
-  CHECK_THROWS_AS(w.exec0("UPDATE result SET skipped = NULL WHERE verdict = 'SKIP'"), pqxx::check_violation);
+  CHECK_THROWS_AS(kcert::store::pq::exec0(w, "UPDATE result SET skipped = NULL WHERE verdict = 'SKIP'"), pqxx::check_violation);
 }
