@@ -425,12 +425,15 @@ HtmlReportSummary write_html_report(const HtmlReportInput& input, const fs::path
       if (st.contains("max_abs_z") && st.at("max_abs_z").is_number()) max_z = std::max(max_z, st.at("max_abs_z").get<double>());
     }
     const auto unexpected = r.value("unexpected", nlohmann::json::array());
+    // A skipped control measured nothing: no U, no z, no expectation met or missed.
+    const bool skipped = overall == "SKIP";
     rows += fmt::format(
         "<tr><td><a href=\"{}.html\">{}</a></td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td>"
         "<td class=\"num\">{}</td><td class=\"num\">{}</td><td>{}</td></tr>\n",
         esc(stem), esc(id), esc(text(r, "kind")), esc(text(r, "family")), badge(va), badge(vb), badge(vv), badge(overall),
-        num(gates.at("variance").value("U", nlohmann::json())), max_z >= 0 ? stats::format_number(max_z) : "-",
-        unexpected.empty() ? "met" : "<span class=\"badge fail\">missed</span>");
+        skipped ? "-" : num(gates.at("variance").value("U", nlohmann::json())),
+        max_z >= 0 && !skipped ? stats::format_number(max_z) : "-",
+        skipped ? "not run" : unexpected.empty() ? "met" : "<span class=\"badge fail\">missed</span>");
 
     // The control's own page.
     std::ostringstream gp;
