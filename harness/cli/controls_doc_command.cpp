@@ -43,6 +43,13 @@ std::string expected_text(const contract::Expectation& e) {
   return out.empty() ? "-" : out;
 }
 
+// The expectation, and where a LibTorch release has its own, that one beside it.
+std::string expected_with_releases(const contract::TestCase& c) {
+  std::string out = expected_text(c.expected);
+  for (const auto& [release, e] : c.expected_on) out += "; on " + release + ": " + expected_text(e) + (e.note.empty() ? "" : " (" + cell(e.note) + ")");
+  return out;
+}
+
 std::string short_ref(const std::string& url) {
   // github.com/owner/repo/pull/123 -> owner/repo#123; other URLs as their host/path.
   const std::string gh = "https://github.com/";
@@ -148,7 +155,7 @@ void register_controls_doc_command(CLI::App& app, kernels::Registry& registry) {
           }
         }
         md << fmt::format("| `{}` | {} | {} | {} | {} | {} | {} | {} | {} |\n", c.id, c.family, cell(c.mechanism), refs,
-                          expected_text(c.expected), gates, overall, checks, cell(c.expected.note));
+                          expected_with_releases(c), gates, overall, checks, cell(c.expected.note));
       }
       md << "\n";
     }

@@ -65,6 +65,10 @@ struct TestCase {
   std::string bucket_axis;
   GateSettings gates;
   Expectation expected;
+  // The expectation on one LibTorch major release where the catalog predicts another verdict
+  // there ("libtorch2": LibTorch 2.x computes a kernel differently, e.g. SiLU in fp32). The
+  // engine puts the one for the release it runs on into `expected` (engine.cpp).
+  std::map<std::string, Expectation> expected_on;
   std::optional<Attestation> attestation;
   std::string profile;  // the profile applied ("" = contract shapes)
   std::vector<std::string> profiles;  // profiles the file defines

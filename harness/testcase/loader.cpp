@@ -437,7 +437,7 @@ void read_probe(const Reader& r, const YAML::Node& node, const kernels::FamilySc
 
 TestCase read_document(const Reader& r, YAML::Node doc, const FamilySchemas& families, const std::string& profile) {
   r.check_keys(doc, "", {"schema", "id", "kind", "family", "mechanism", "references", "reference", "production", "probe",
-                          "buckets", "gates", "expected", "attestation", "profiles", "plugins"});
+                          "buckets", "gates", "expected", "expected_on", "attestation", "profiles", "plugins"});
   TestCase tc;
   tc.source = r.source();
   if (!doc["schema"]) r.fail(doc, "schema", "required: the schema version, 1");
@@ -491,12 +491,13 @@ TestCase read_document(const Reader& r, YAML::Node doc, const FamilySchemas& fam
     }
   }
   read_gates(r, doc["gates"], tc.gates);
-  if (const auto e = doc["expected"]) {
-    r.check_keys(e, "expected", {"algebra", "bias", "variance", "note"});
+  const auto read_expectation = [&](const YAML::Node& e, const std::string& at) {
+    Expectation x;
+    r.check_keys(e, at, {"algebra", "bias", "variance", "note"});
     for (const char* gate : {"algebra", "bias", "variance"}) {
       const auto g = e[gate];
       if (!g) continue;
-      const std::string field = std::string("expected.") + gate;
+      const std::string field = at + "." + gate;
       std::vector<stats::Verdict> ok;
       if (g.IsSequence()) {
         for (std::size_t i = 0; i < g.size(); ++i) ok.push_back(r.verdict(g[i], field + "[" + std::to_string(i) + "]"));
@@ -504,9 +505,20 @@ TestCase read_document(const Reader& r, YAML::Node doc, const FamilySchemas& fam
       } else {
         ok.push_back(r.verdict(g, field));
       }
-      tc.expected.gates[gate] = ok;
+      x.gates[gate] = ok;
     }
-    if (e["note"]) tc.expected.note = r.string(e["note"], "expected.note");
+    if (e["note"]) x.note = r.string(e["note"], at + ".note");
+    return x;
+  };
+  if (const auto e = doc["expected"]) tc.expected = read_expectation(e, "expected");
+  if (const auto on = doc["expected_on"]) {
+    // Per LibTorch major release, where the catalog predicts another verdict there.
+    r.check_keys(on, "expected_on", {"libtorch1", "libtorch2"});
+    for (const auto& kv : on) {
+      const auto release = kv.first.as<std::string>();
+      if (!doc["expected"]) r.fail(kv.first, "expected_on", "needs an `expected` for the other releases");
+      tc.expected_on[release] = read_expectation(kv.second, "expected_on." + release);
+    }
   }
   if (const auto pl = doc["plugins"]) {
     // Loaded by the command before validation (see plugin_paths); recorded here as given.

@@ -71,11 +71,21 @@ SwitchType=switch/none
 NodeName=$node CPUs=$cpus RealMemory=$mem State=UNKNOWN
 PartitionName=debug Nodes=$node Default=YES MaxTime=INFINITE State=UP
 CONF
+    # Slurm >= 23 (Debian 13 has 24.11) initializes a cgroup plugin in slurmd and exits where
+    # no cgroup filesystem is mounted (a chroot, a container); this cluster needs none
+    # (proctrack/linuxproc, task/none). Slurm 22.05 (Debian 12) rejects the value.
+    slurm_major=$(/usr/sbin/slurmd -V | awk '{split($2, v, "."); print v[1]}')
+    if (( slurm_major >= 23 )); then
+      echo "CgroupPlugin=disabled" > "$dir/cgroup.conf"
+    fi
     export SLURM_CONF=$dir/slurm.conf
     /usr/sbin/slurmctld -f "$dir/slurm.conf" -i
     /usr/sbin/slurmd -f "$dir/slurm.conf"
-    for _ in $(seq 100); do
-      state=$(sinfo -h -o %T 2>/dev/null | head -1 || true)
+    # Bounded by time, not tries: against a slurmd that died, each sinfo can take seconds.
+    deadline=$((SECONDS + 30))
+    while ((SECONDS < deadline)); do
+      pgrep -f "slurmd -f $dir/slurm.conf" >/dev/null || { echo "local-cluster: slurmd exited; logs in $dir/log" >&2; tail -5 "$dir/log/slurmd.log" >&2; exit 1; }
+      state=$(timeout 5 sinfo -h -o %T 2>/dev/null | head -1 || true)
       [[ $state == idle* || $state == mixed* ]] && { echo "export SLURM_CONF=$dir/slurm.conf"; exit 0; }
       sleep 0.2
     done

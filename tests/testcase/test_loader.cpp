@@ -84,6 +84,23 @@ TEST_CASE("a profile overrides only what it names", "[loader]") {
   CHECK(parse(kValid, "nightly").probe.params.integer("shape.tokens") == 32);
 }
 
+TEST_CASE("expected_on holds one LibTorch release's expectation, checked like expected", "[loader]") {
+  const auto tc = parse(edit("expected: {algebra: PASS, bias: [WARN, FAIL]}",
+                             "expected: {algebra: PASS, bias: [WARN, FAIL]}\n"
+                             "expected_on:\n  libtorch2: {algebra: PASS, bias: [PASS, WARN], note: fp32 compute on 2.x}"));
+  REQUIRE(tc.expected_on.count("libtorch2") == 1);
+  const auto& e = tc.expected_on.at("libtorch2");
+  CHECK(e.gates.at("bias") == std::vector<kcert::stats::Verdict>{kcert::stats::Verdict::pass, kcert::stats::Verdict::warn});
+  CHECK(e.note == "fp32 compute on 2.x");
+  CHECK(tc.expected.gates.at("bias").front() == kcert::stats::Verdict::warn);  // the default stays
+  CHECK_THROWS_WITH(parse(edit("expected: {algebra: PASS, bias: [WARN, FAIL]}",
+                               "expected: {algebra: PASS}\nexpected_on:\n  libtorch3: {algebra: PASS}")),
+                    Catch::Contains("expected_on.libtorch3: unknown key (expected one of: libtorch1, libtorch2)"));
+  CHECK_THROWS_WITH(parse(edit("expected: {algebra: PASS, bias: [WARN, FAIL]}",
+                               "expected: {algebra: PASS}\nexpected_on:\n  libtorch2: {bias: MAYBE}")),
+                    Catch::Contains("expected_on.libtorch2.bias: expected PASS, WARN or FAIL, got 'MAYBE'"));
+}
+
 TEST_CASE("an unknown key is rejected with its position and the allowed keys", "[loader]") {
   CHECK_THROWS_WITH(parse(edit("kind: negative", "kind: negative\nkidn: x")),
                     Catch::StartsWith("case.yaml:4:1: kidn: unknown key (expected one of: schema, id, kind"));
