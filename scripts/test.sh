@@ -13,7 +13,9 @@ JOBS="${KCERT_JOBS:-$(nproc)}"
 "$ROOT/scripts/install-deps.sh" --tests
 
 start=$(date +%s)
-cmake -S "$ROOT" -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo
+# KCERT_CMAKE_ARGS: extra configure options, split on spaces (scripts/in-debian13.sh sets them).
+# shellcheck disable=SC2086
+cmake -S "$ROOT" -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo ${KCERT_CMAKE_ARGS:-}
 cmake --build "$BUILD" --parallel "$JOBS"
 echo "test.sh: build took $(( $(date +%s) - start )) s"
 
