@@ -62,7 +62,7 @@ TEST_CASE("the fp64 comparison finds the worst relative discrepancy and the firs
   CHECK(obs[1].mismatch->bucket == 1);
 }
 
-TEST_CASE("a near tie accepts either oracle per side; a real flip is counted", "[numerics][selection]") {
+TEST_CASE("a near tie accepts either oracle per side, and a real flip is counted", "[numerics][selection]") {
   // Three decisions (rows) over 4 experts, top-2 weights. Row 0: the oracle picks {0, 1},
   // the near-tie oracle {0, 2}. Row 1: no near tie. Row 2: no near tie either.
   const std::vector<int64_t> shape{3, 4};

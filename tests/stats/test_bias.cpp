@@ -29,7 +29,7 @@ TEST_CASE("bias decision computes z and the standardized and ULP effects", "[bia
   CHECK(d.verdict == Verdict::fail);
 }
 
-TEST_CASE("bias FAIL needs all three conditions; otherwise significant is WARN", "[bias]") {
+TEST_CASE("bias FAIL needs all three conditions, otherwise significant is WARN", "[bias]") {
   // Significant, effect 0.4 > 0.2, but 0.0003 < 0.05 ULP = 0.00039: under the ULP floor.
   const auto ulp_floor = decide_bucket({1024, -0.0003, 0.00075, kUlp}, kDefaults);
   CHECK(ulp_floor.significant);

@@ -31,7 +31,7 @@ TEST_CASE("production flipping as often as the reference passes", "[selection]")
   CHECK(t.ratio == Approx(400.0 / 380.0));
 }
 
-TEST_CASE("production flipping far more often fails; moderately more warns", "[selection]") {
+TEST_CASE("production flipping far more often fails, moderately more warns", "[selection]") {
   // A TF32 or bf16 router GEMM: hundreds of decisions the reference gets right.
   const auto fail = test_selection_flips({1'000'000, 0, 900, 30, 880, 10}, 5.0, 2.0, 10.0);
   CHECK(fail.significant);

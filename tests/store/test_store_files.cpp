@@ -39,7 +39,7 @@ TEST_CASE("the environment fingerprint is stable and follows identity fields onl
   CHECK(kcert::store::fingerprint_of(a.identity) == a.fingerprint);
 }
 
-TEST_CASE("a torn last spool line is skipped with its line number; a bad middle line stops the read", "[store]") {
+TEST_CASE("a torn last spool line is skipped with its line number, and a bad middle line stops the read", "[store]") {
   const std::string path = "/tmp/kcert-test-spool.jsonl";
   std::remove(path.c_str());
   {
