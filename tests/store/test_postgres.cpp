@@ -252,14 +252,22 @@ TEST_CASE("the read-only role is refused a write", "[postgres]") {
 
 #include "harness/store/spool.hpp"
 
-TEST_CASE("a harness ERROR is stored with NULL gate verdicts and its reason", "[postgres]") {
-  const auto db = fresh_database("kcert_t_error_row");
-  run_kcert(db, "db migrate");
+namespace {
+// A run record of this machine's environment, for the tests that store single results.
+kcert::store::RunInfo run_on_this_machine(const std::string& run_id) {
   kcert::store::RunInfo run;
-  run.run_id = "error-row";
+  run.run_id = run_id;
   run.started_at = "2026-12-01T00:00:00Z";
   run.kcert_version = "test";
   run.environment = kcert::store::detect_environment();
+  return run;
+}
+}  // namespace
+
+TEST_CASE("a harness ERROR is stored with NULL gate verdicts and its reason", "[postgres]") {
+  const auto db = fresh_database("kcert_t_error_row");
+  run_kcert(db, "db migrate");
+  const auto run = run_on_this_machine("error-row");
   kcert::engine::CaseResult broken;
   broken.testcase.id = "broken";
   broken.testcase.kind = kcert::contract::Kind::positive;
@@ -295,11 +303,7 @@ TEST_CASE("a harness ERROR is stored with NULL gate verdicts and its reason", "[
 TEST_CASE("a skipped control is stored as SKIP with its reason, NULL gates and no detection", "[postgres]") {
   const auto db = fresh_database("kcert_t_skip_row");
   run_kcert(db, "db migrate");
-  kcert::store::RunInfo run;
-  run.run_id = "skip-row";
-  run.started_at = "2026-12-01T00:00:00Z";
-  run.kcert_version = "test";
-  run.environment = kcert::store::detect_environment();
+  const auto run = run_on_this_machine("skip-row");
   kcert::engine::CaseResult skipped;
   skipped.testcase.id = "needs_newer_torch";
   skipped.testcase.kind = kcert::contract::Kind::negative;

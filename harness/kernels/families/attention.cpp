@@ -209,14 +209,24 @@ torch::Tensor online_softmax(const KernelInputs& in, const Precision& p, const P
 
 // #1 / #3: LibTorch's own SDPA on the W tensors (the math composite on a 1.13 CPU, the
 // flash CPU kernel on >= 2.1); GQA by repeat_interleave as HF's repeat_kv.
-torch::Tensor sdpa_aten(const KernelInputs& in, const Precision& p, const ParamMap& prm) {
+// The operands of LibTorch's SDPA as a migrated model passes them: q, k, v in the working
+// dtype (fp64 under the exact policy), k and v expanded to the query heads (HF's repeat_kv).
+// SDPA has no window, softcap, ALiBi or Sq != Sk: such a case is refused, naming the variant.
+struct SdpaOperands {
+  Setup s;
+  torch::Tensor q, k, v;
+};
+SdpaOperands sdpa_operands(const KernelInputs& in, const Precision& p, const ParamMap& prm, const std::string& variant) {
   const auto s = setup(in, prm);
-  const auto dt = p.is_exact() ? torch::kFloat64 : p.working_dtype();
-  const auto q = in.at("q").to(dt);
-  const auto k = expand_kv(in.at("k").to(dt), s.heads, prm), v = expand_kv(in.at("v").to(dt), s.heads, prm);
   if (prm.integer("window") > 0 || prm.number("softcap") > 0.0 || prm.boolean("alibi") || s.tokens != s.kv_tokens) {
-    throw std::invalid_argument("sdpa_aten: only plain causal or unmasked attention (no window, softcap, alibi, Sq != Sk)");
+    throw std::invalid_argument(variant + ": only plain causal or unmasked attention (no window, softcap, alibi, Sq != Sk)");
   }
+  const auto dt = p.is_exact() ? torch::kFloat64 : p.working_dtype();
+  return {s, in.at("q").to(dt), expand_kv(in.at("k").to(dt), s.heads, prm), expand_kv(in.at("v").to(dt), s.heads, prm)};
+}
+
+torch::Tensor sdpa_aten(const KernelInputs& in, const Precision& p, const ParamMap& prm) {
+  const auto [s, q, k, v] = sdpa_operands(in, p, prm, "sdpa_aten");
   if (std::abs(s.scale - 1.0 / std::sqrt(static_cast<double>(s.dim))) > 1e-15) {
     throw std::invalid_argument("sdpa_aten: LibTorch 1.13's SDPA has no scale argument; leave scale at 0");
   }
@@ -240,13 +250,7 @@ constexpr const char* kSdpaFlashUnavailable = "";
 // efficient 2, cudnn 3, overrideable 4.
 constexpr int64_t kFlashBackend = 1;
 torch::Tensor sdpa_flash(const KernelInputs& in, const Precision& p, const ParamMap& prm) {
-  const auto s = setup(in, prm);
-  const auto dt = p.is_exact() ? torch::kFloat64 : p.working_dtype();
-  const auto q = in.at("q").to(dt);
-  const auto k = expand_kv(in.at("k").to(dt), s.heads, prm), v = expand_kv(in.at("v").to(dt), s.heads, prm);
-  if (prm.integer("window") > 0 || prm.number("softcap") > 0.0 || prm.boolean("alibi") || s.tokens != s.kv_tokens) {
-    throw std::invalid_argument("sdpa_flash_cpu: only plain causal or unmasked attention (no window, softcap, alibi, Sq != Sk)");
-  }
+  const auto [s, q, k, v] = sdpa_operands(in, p, prm, "sdpa_flash_cpu");
   const bool causal = prm.boolean("causal");
   const auto backend = at::_fused_sdp_choice(q, k, v, {}, 0.0, causal, s.scale);
   if (!p.is_exact() && backend != kFlashBackend) {
