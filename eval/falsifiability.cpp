@@ -45,6 +45,7 @@ ControlOutcome outcome(const engine::CaseResult& r) {
   o.flash_attention = r.baselines.flash_attention.flagged;
   o.dynamo_fp64 = r.baselines.dynamo_fp64.flagged;
   o.unexpected = r.unexpected;
+  o.expected_condition = r.testcase.expected.condition;
   if (std::isfinite(r.variance.tail.U)) o.variance_u = r.variance.tail.U;
   if (r.variance.tail.mode == stats::TailMode::fitted && std::isfinite(r.variance.tail.se)) o.variance_se = r.variance.tail.se;
   o.short_evidence = r.ran() && !r.nonfinite && r.variance.verdict == Verdict::pass && !r.variance.evidence.reaches_horizon;
@@ -120,6 +121,7 @@ ControlOutcome outcome_from_document(const nlohmann::json& d) {
   o.flash_attention = b.at("flash_attention").at("flagged").get<bool>();
   o.dynamo_fp64 = b.at("dynamo_fp64").at("flagged").get<bool>();
   for (const auto& u : d.value("unexpected", nlohmann::json::array())) o.unexpected.push_back(u.get<std::string>());
+  if (d.contains("expected") && d.at("expected").is_object()) o.expected_condition = d.at("expected").value("condition", "");
   o.variance_u = finite_number(g.at("variance"), "U");
   const auto& tail = g.at("variance").value("tail", nlohmann::json::object());
   if (tail.value("mode", "") == "fitted") o.variance_se = finite_number(tail, "se");
@@ -193,6 +195,7 @@ Falsifiability tabulate(const std::vector<ControlOutcome>& outcomes) {
       f.confirmation_disagreed += !*r.confirmation_agrees;
     }
     if (r.unexpected.empty()) ++f.expectations_met;
+    if (!r.expected_condition.empty()) f.conditioned.emplace_back(r.id, r.expected_condition);
     for (const auto& u : r.unexpected) f.unexpected.push_back(r.id + ": " + u);
   }
   return f;
@@ -223,6 +226,11 @@ nlohmann::json to_json(const Falsifiability& f) {
           {"variance_pass_short_of_horizon", {{"negatives", f.short_evidence_negatives}, {"positives", f.short_evidence_positives}}},
           {"variance_confirmations", {{"confirmed", f.confirmed}, {"disagreed", f.confirmation_disagreed}}},
           {"expectations_met", f.expectations_met},
+          {"expected_under_condition", [&] {
+             nlohmann::json list = nlohmann::json::array();
+             for (const auto& [id, condition] : f.conditioned) list.push_back({{"id", id}, {"condition", condition}});
+             return list;
+           }()},
           {"unexpected", f.unexpected}};
 }
 

@@ -37,6 +37,9 @@ struct Falsifiability {
   int confirmed = 0, confirmation_disagreed = 0;
   int expectations_met = 0;
   std::vector<std::string> unexpected;  // "id: gate: expected X, got Y"
+  // Controls judged by the expectation of an environment condition (`expected_on`: a
+  // LibTorch release, a CPU whose bf16 GEMM accumulates in bf16), with the condition.
+  std::vector<std::pair<std::string, std::string>> conditioned;  // (id, condition)
 };
 
 // What the table needs of one control, from a fresh result or from a stored result
@@ -51,6 +54,7 @@ struct ControlOutcome {
   stats::Verdict bias_signed_only = stats::Verdict::pass;  // the bias gate under the notes' rule (signed statistic alone)
   bool assert_close = false, flash_attention = false, dynamo_fp64 = false;
   std::vector<std::string> unexpected;  // against the YAML expectation
+  std::string expected_condition;       // the `expected_on` condition judged by ("" = `expected`)
   std::optional<double> variance_u;     // U; nullopt when +inf or undefined
   std::optional<double> variance_se;    // the bootstrap se of r_T, when a tail was fitted
   bool short_evidence = false;          // a variance PASS whose evidence does not reach the horizon

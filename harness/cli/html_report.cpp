@@ -14,6 +14,7 @@
 
 #include "harness/cli/exit_codes.hpp"
 #include "harness/cli/khat_reader.hpp"
+#include "harness/cli/report.hpp"
 #include "harness/stats/format.hpp"
 #include "harness/stats/gpd.hpp"
 #include "harness/store/environment.hpp"
@@ -390,6 +391,9 @@ std::string falsifiability_table(const nlohmann::json& f) {
   out += "</table>";
   if (f.contains("torch") && f.at("torch").is_string() && !f.at("torch").get<std::string>().empty())
     out += "<p>On LibTorch " + esc(f.at("torch").get<std::string>()) + ".</p>";
+  for (const auto& c : f.value("expected_under_condition", nlohmann::json::array()))
+    out += "<p><code>" + esc(text(c, "id")) + "</code> was judged by its expectation " +
+           esc(condition_in_words(text(c, "condition"))) + ".</p>";
   for (const auto& sk : f.value("skipped", nlohmann::json::array()))
     out += "<p>" + badge("SKIP") + " <code>" + esc(text(sk, "id")) + "</code>: " + esc(text(sk, "reason")) +
            " (counted nowhere above)</p>";

@@ -148,6 +148,12 @@ void print_controls(std::ostream& out, const std::vector<eval::ControlOutcome>& 
   }
 }
 
+std::string condition_in_words(const std::string& condition) {
+  if (condition == "cpu_bf16_gemm_in_bf16") return "for a CPU whose bf16 GEMM accumulates in bf16 (cpu_bf16_gemm_in_bf16)";
+  if (condition.rfind("libtorch", 0) == 0) return "for LibTorch " + condition.substr(8) + ".x (" + condition + ")";
+  return "under " + condition;
+}
+
 void print_falsifiability(std::ostream& out, const eval::Falsifiability& f) {
   const auto row = [&](const std::string& name, const eval::Tally& t, bool warn) {
     out << fmt::format("  {:<34} {:>3}/{:<3}       {:>3}/{:<3}       {}\n", name, t.detected, f.negatives, t.false_fail,
@@ -175,6 +181,7 @@ void print_falsifiability(std::ostream& out, const eval::Falsifiability& f) {
                      f.confirmed, f.confirmation_disagreed);
   out << fmt::format("expectations met: {}/{}\n", f.expectations_met, f.negatives + f.positives + f.errors);
   for (const auto& u : f.unexpected) out << "  UNEXPECTED " << u << "\n";
+  for (const auto& [id, condition] : f.conditioned) out << "  JUDGED " << id << " by its expectation " << condition_in_words(condition) << "\n";
   // Not counted above, neither as passed nor as met: the build cannot run them.
   for (const auto& [id, why] : f.skipped) out << "  SKIPPED " << id << ": " << why << "\n";
 }
@@ -222,6 +229,7 @@ void markdown_falsifiability(std::ostream& out, const eval::Falsifiability& f) {
                      "Variance verdicts confirmed on a fresh replicate set after repeated looks: {} ({} disagreed).\n",
                      f.short_evidence_negatives, f.negatives, f.short_evidence_positives, f.positives, f.confirmed,
                      f.confirmation_disagreed);
+  for (const auto& [id, condition] : f.conditioned) out << "\nJudged by its expectation " << condition_in_words(condition) << ": `" << id << "`.\n";
   for (const auto& [id, why] : f.skipped) out << "\nSkipped (not counted): `" << id << "`: " << why << "\n";
 }
 

@@ -15,6 +15,9 @@ void print_case_details(std::ostream& out, const engine::CaseResult& result);
 // gate, the bias gate with the magnitude statistic deciding, and today's checks; then the
 // per-gate summary against the notes' reference figures. Console and Markdown.
 void print_controls(std::ostream& out, const std::vector<eval::ControlOutcome>& results);
+// An `expected_on` condition in words ("for a CPU whose bf16 GEMM accumulates in bf16 ...").
+std::string condition_in_words(const std::string& condition);
+
 void print_falsifiability(std::ostream& out, const eval::Falsifiability& f);
 void markdown_controls(std::ostream& out, const std::vector<eval::ControlOutcome>& results);
 void markdown_falsifiability(std::ostream& out, const eval::Falsifiability& f);

@@ -45,6 +45,9 @@ struct GateSettings {
 struct Expectation {
   std::map<std::string, std::vector<stats::Verdict>> gates;
   std::string note;  // why, especially when an expectation was changed
+  // The `expected_on` condition this expectation was taken from ("" = the case's own
+  // `expected`); set by the engine when it applies one.
+  std::string condition;
   bool empty() const { return gates.empty(); }
 };
 
@@ -65,9 +68,11 @@ struct TestCase {
   std::string bucket_axis;
   GateSettings gates;
   Expectation expected;
-  // The expectation on one LibTorch major release where the catalog predicts another verdict
-  // there ("libtorch2": LibTorch 2.x computes a kernel differently, e.g. SiLU in fp32). The
-  // engine puts the one for the release it runs on into `expected` (engine.cpp).
+  // The expectation under one environment condition where the catalog predicts another
+  // verdict there: a LibTorch major release ("libtorch2": 2.x computes SiLU in fp32), or a
+  // CPU whose bf16 GEMM accumulates in bf16 ("cpu_bf16_gemm_in_bf16"). The engine puts the
+  // one that holds where it runs into `expected`; the most specific wins
+  // (numerics::expectation_conditions, engine.cpp).
   std::map<std::string, Expectation> expected_on;
   std::optional<Attestation> attestation;
   std::string profile;  // the profile applied ("" = contract shapes)

@@ -112,9 +112,13 @@ contract::TestCase with_overrides(const contract::TestCase& in, const RunOptions
     tc.gates.algebra_replicates = static_cast<int>(std::min<std::uint64_t>(tc.gates.algebra_replicates, tc.gates.replicates));
   }
   if (options.seed) tc.probe.seed = *options.seed;
-  // The expectation of the LibTorch release this build runs on, where the case has one.
-  if (const auto it = tc.expected_on.find("libtorch" + std::to_string(TORCH_VERSION_MAJOR)); it != tc.expected_on.end()) {
-    tc.expected = it->second;
+  // The expectation of the environment this run is in, where the case has one: the LibTorch
+  // release, then the CPU's bf16 GEMM path (more specific, so it wins).
+  for (const auto& condition : numerics::expectation_conditions(options.device)) {
+    if (const auto it = tc.expected_on.find(condition); it != tc.expected_on.end()) {
+      tc.expected = it->second;
+      tc.expected.condition = condition;
+    }
   }
   if (tc.gates.replicates < 2) throw std::invalid_argument("replicates must be at least 2");
   tc.gates.variance.seed = stats::derive_seed(tc.probe.seed, kBootstrapStream);
@@ -263,11 +267,16 @@ CaseResult run_case(const contract::TestCase& tc_in, const kernels::Registry& re
         }
         result.runtime.batch = batch;
       }
+      // The production's fp64 run is kernel time (production_fp64 counts it); observe time
+      // starts after it, so the two never overlap in the runtime block.
+      torch::Tensor prod64;
+      const auto k = static_cast<std::int64_t>(algebra.fp64_replicates(r, static_cast<std::uint64_t>(b)));
+      if (k > 0) prod64 = pair.production_fp64(k);
       const auto to = Clock::now();
       std::vector<gates::AlgebraObservation> fp64;
-      if (const auto k = static_cast<std::int64_t>(algebra.fp64_replicates(r, static_cast<std::uint64_t>(b)))) {
-        fp64 = numerics::compare_fp64(out.oracle.narrow(0, 0, k), pair.production_fp64(k), static_cast<std::int64_t>(r),
-                                      *layout, result.output_shape);
+      if (k > 0) {
+        fp64 = numerics::compare_fp64(out.oracle.narrow(0, 0, k), prod64, static_cast<std::int64_t>(r), *layout,
+                                      result.output_shape);
       }
       const auto obs = numerics::observe(out.ref, out.prod, out.oracle, out.oracle_alt, *layout, static_cast<std::int64_t>(r),
                                          result.output_shape, out_format);

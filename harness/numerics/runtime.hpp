@@ -2,6 +2,7 @@
 // Process-wide LibTorch settings the harness owns. Kept free of <torch/torch.h> so that
 // the command layer can include it without paying for LibTorch's headers.
 #include <string>
+#include <vector>
 
 namespace kcert::numerics {
 
@@ -19,5 +20,18 @@ std::string torch_version();
 
 // Whether this LibTorch build can run CUDA kernels on this machine.
 bool cuda_available();
+
+// The CPU bf16 matrix products of this LibTorch that accumulate in bf16, measured once per
+// process: "matmul (k, n)" (the right operand stored k-major, as W.t().contiguous()),
+// "matmul (n, k)^T" and "bmm". Empty when every one accumulates in fp32. LibTorch 1.13 takes
+// oneDNN (fp32 accumulation, one rounding) only on CPUs with AVX512-BW/VL/DQ; elsewhere its
+// fallback GEMM adds each product into the bf16 output, 44 ULP off at k = 16384. Controls
+// whose kernels run on it (#1, #3, #12) then test another kernel than the catalog measured.
+const std::vector<std::string>& cpu_bf16_gemm_accumulating_in_bf16();
+
+// The environment conditions a case's `expected_on` may name that hold in this process for
+// the given device: "libtorch1" or "libtorch2", then "cpu_bf16_gemm_in_bf16" on a CPU whose
+// bf16 GEMM accumulates in bf16 (above). Later entries are more specific.
+std::vector<std::string> expectation_conditions(const std::string& device);
 
 }  // namespace kcert::numerics

@@ -102,11 +102,19 @@ std::string describe_environment(const Environment& env) {
   std::string blas = get("blas");
   if (const auto dir = std::filesystem::path(blas).parent_path().filename().string(); !dir.empty()) blas = dir;
   const std::string gpu = get("gpu");
+  // Said only when it matters: a bf16 GEMM that accumulates in bf16 changes what the real-GEMM
+  // controls (#1, #3, #12) measure.
+  std::string bf16_gemm;
+  if (env.details.contains("cpu_bf16_gemm_in_bf16") && env.details.at("cpu_bf16_gemm_in_bf16").is_array()) {
+    for (const auto& l : env.details.at("cpu_bf16_gemm_in_bf16")) bf16_gemm += (bf16_gemm.empty() ? "" : ", ") + l.get<std::string>();
+    if (!bf16_gemm.empty()) bf16_gemm = ", CPU bf16 GEMM accumulating in bf16 (" + bf16_gemm + ")";
+  }
   return get("cpu_model") + " (" + get("arch") + (flags.empty() ? "" : "; " + flags) + "), " +
          (gpu.empty() || gpu == "none" ? std::string("no GPU") : "GPU " + gpu) + ", LibTorch " + get("torch_version") +
          (get("torch_cpu_capability").empty() ? "" : " (CPU capability " + get("torch_cpu_capability") + ")") +
          (get("torch_cuda").empty() ? "" : ", CUDA " + get("torch_cuda")) + ", BLAS " + blas +
-         (get("blas_core").empty() ? "" : " (core " + get("blas_core") + ", threads " + get("blas_threads") + ")") + ", " +
+         (get("blas_core").empty() ? "" : " (core " + get("blas_core") + ", threads " + get("blas_threads") + ")") +
+         bf16_gemm + ", " +
          get("os") + ", kcert built with " + get("kcert_compiler") + " [" + env.fingerprint + "]";
 }
 
@@ -147,6 +155,9 @@ Environment detect_environment() {
   }
   env.identity = id;  // nlohmann::json objects keep keys sorted: a canonical dump
   env.details["torch_build_config"] = config;
+  // Determined by fields of the identity (LibTorch, ISA flags, oneDNN state), so recorded
+  // beside it: which CPU bf16 matrix products accumulate in bf16 (numerics/runtime.hpp).
+  env.details["cpu_bf16_gemm_in_bf16"] = numerics::cpu_bf16_gemm_accumulating_in_bf16();
   env.details["threads"] = at::get_num_threads();
   const auto& policy = numerics::process_policy();
   env.details["thread_policy"] = {{"threads_source", policy.threads_source}, {"omp_wait_policy", policy.omp_wait_policy},

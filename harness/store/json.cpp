@@ -125,6 +125,7 @@ nlohmann::json expectation_json(const contract::Expectation& e) {
     j[gate] = list;
   }
   if (!e.note.empty()) j["note"] = e.note;
+  if (!e.condition.empty()) j["condition"] = e.condition;
   return j;
 }
 

@@ -88,3 +88,35 @@ TEST_CASE("a skipped control counts nowhere: not a detection, not a pass, not a 
   CHECK_FALSE(o.detected());
   CHECK(o.torch_version == "1.13.0");
 }
+
+TEST_CASE("a control judged by an environment condition is listed with it, from a result and from its document",
+          "[eval]") {
+  using K = kcert::contract::Kind;
+  std::vector<kcert::engine::CaseResult> rs = {
+      result(K::positive, Verdict::pass, Verdict::fail, Verdict::fail),  // the canary on a bf16-accumulating GEMM
+      result(K::positive, Verdict::pass, Verdict::pass, Verdict::pass),
+  };
+  rs[0].testcase.id = "real_matmul_long_k";
+  rs[0].testcase.expected.condition = "cpu_bf16_gemm_in_bf16";
+  const auto f = kcert::eval::tabulate(rs);
+  CHECK(f.positives == 2);
+  CHECK(f.combined.false_fail == 1);  // still counted as measured: the list says why
+  REQUIRE(f.conditioned.size() == 1);
+  CHECK(f.conditioned[0] == std::pair<std::string, std::string>{"real_matmul_long_k", "cpu_bf16_gemm_in_bf16"});
+  const auto j = kcert::eval::to_json(f);
+  REQUIRE(j.at("expected_under_condition").size() == 1);
+  CHECK(j.at("expected_under_condition")[0].at("condition") == "cpu_bf16_gemm_in_bf16");
+  // Through the stored document (the result's `expected.condition`), as a merged nightly reads it.
+  nlohmann::json doc = {
+      {"id", "real_matmul_long_k"}, {"kind", "positive"}, {"family", "linear"}, {"verdict", "FAIL"},
+      {"gates",
+       {{"algebra", {{"verdict", "PASS"}}},
+        {"bias", {{"verdict", "FAIL"}, {"signed", {{"verdict", "FAIL"}}}, {"magnitude", {{"verdict", "FAIL"}}}}},
+        {"variance", {{"verdict", "FAIL"}}}}},
+      {"baselines",
+       {{"assert_close", {{"flagged", true}}}, {"flash_attention", {{"flagged", true}}}, {"dynamo_fp64", {{"flagged", true}}}}},
+      {"expected", {{"algebra", {"PASS"}}, {"variance", {"FAIL"}}, {"condition", "cpu_bf16_gemm_in_bf16"}}}};
+  CHECK(kcert::eval::outcome_from_document(doc).expected_condition == "cpu_bf16_gemm_in_bf16");
+  doc["expected"].erase("condition");
+  CHECK(kcert::eval::outcome_from_document(doc).expected_condition.empty());
+}

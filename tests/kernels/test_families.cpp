@@ -3,10 +3,12 @@
 // wrong strided write breaks a test, not only a control.
 #include "tests/catch_torch.hpp"
 
+#include <algorithm>
 #include <cmath>
 
 #include "harness/engine/engine.hpp"
 #include "harness/kernels/registry.hpp"
+#include "harness/numerics/runtime.hpp"
 #include "harness/store/json.hpp"
 #include "harness/testcase/loader.hpp"
 
@@ -452,4 +454,23 @@ TEST_CASE("every variant of every family keeps the output contract under both po
       CHECK(torch::isfinite(y64).all().item<bool>());
     }
   }
+}
+
+// The probe behind `expected_on: {cpu_bf16_gemm_in_bf16: ...}` checked against the kernel of
+// the canary #12: where the probe says the (k, n) layout accumulates in fp32, aten_matmul_w
+// is bit-identical to the one-rounding fp32 GEMM (the catalog's measurement on oneDNN);
+// where it says bf16, the two differ. A probe that read the wrong layout breaks this.
+TEST_CASE("the bf16 GEMM probe says what the canary's ATen matmul does", "[families][linear][environment]") {
+  const auto& layouts = kcert::numerics::cpu_bf16_gemm_accumulating_in_bf16();
+  const bool kn_in_bf16 = std::find(layouts.begin(), layouts.end(), "matmul (k, n)") != layouts.end();
+  INFO("layouts accumulating in bf16: " << layouts.size());
+  const auto w = Precision::working(kcert::stats::FloatFormat::bf16);
+  const auto p = probe("linear", {{"shape.tokens", std::int64_t{16}}, {"shape.in_features", std::int64_t{4096}},
+                                  {"shape.out_features", std::int64_t{32}}});
+  const auto in = inputs("linear", p, 12);
+  const auto aten = run("linear", "aten_matmul_w", in, w).to(torch::kFloat64);
+  const auto fp32 = run("linear", "fp32_no_bias", in, w).to(torch::kFloat64);
+  CHECK(torch::equal(aten, fp32) == !kn_in_bf16);
+  CHECK(kcert::numerics::expectation_conditions("cpu").size() == (layouts.empty() ? 1u : 2u));
+  CHECK(kcert::numerics::expectation_conditions("cuda").size() == 1u);
 }

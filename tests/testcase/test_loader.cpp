@@ -97,7 +97,7 @@ TEST_CASE("expected_on holds one LibTorch release's expectation, checked like ex
   CHECK(tc.expected.gates.at("bias").front() == kcert::stats::Verdict::warn);  // the default stays
   CHECK_THROWS_WITH(parse(edit("expected: {algebra: PASS, bias: [WARN, FAIL]}",
                                "expected: {algebra: PASS}\nexpected_on:\n  libtorch3: {algebra: PASS}")),
-                    Catch::Contains("expected_on.libtorch3: unknown key (expected one of: libtorch1, libtorch2)"));
+                    Catch::Contains("expected_on.libtorch3: unknown key (expected one of: libtorch1, libtorch2, cpu_bf16_gemm_in_bf16)"));
   CHECK_THROWS_WITH(parse(edit("expected: {algebra: PASS, bias: [WARN, FAIL]}",
                                "expected: {algebra: PASS}\nexpected_on:\n  libtorch2: {bias: MAYBE}")),
                     Catch::Contains("expected_on.libtorch2.bias: expected PASS, WARN or FAIL, got 'MAYBE'"));
