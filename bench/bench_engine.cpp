@@ -2,7 +2,8 @@
 // kernels on the same replicates (draw the inputs, evaluate reference, production and the
 // oracle, plus the production under fp64 on the algebra replicates). The two are measured
 // interleaved in one process (A B A B A B) and the medians compared, since the machine is
-// noisy. Usage: bench_engine CASE.yaml [replicates] [repetitions]
+// noisy. Usage: bench_engine CASE.yaml [replicates] [repetitions] [batch]
+// (batch: replicates per kernel call on both sides; 0 or absent = the engine's automatic one)
 #include <torch/torch.h>
 
 #include <algorithm>
@@ -67,7 +68,7 @@ double median(std::vector<double> v) {
 
 int main(int argc, char** argv) {
   if (argc < 2) {
-    std::fprintf(stderr, "usage: bench_engine CASE.yaml [replicates] [repetitions]\n");
+    std::fprintf(stderr, "usage: bench_engine CASE.yaml [replicates] [repetitions] [batch]\n");
     return 2;
   }
   kcert::numerics::configure_allocator();
@@ -81,13 +82,17 @@ int main(int argc, char** argv) {
   tc.gates.max_replicates = tc.gates.replicates;  // same replicates on both sides: no growth
   tc.gates.algebra_replicates = std::min<int>(tc.gates.algebra_replicates, static_cast<int>(tc.gates.replicates));
   const int reps = argc > 3 ? std::stoi(argv[3]) : 3;
+  kcert::engine::RunOptions options;
+  options.batch = argc > 4 ? std::stoll(argv[4]) : 0;
 
-  std::vector<double> harness, bare, kernels;
+  std::vector<double> harness, bare, kernels, observe, draw;
   std::int64_t batch = 0;
   for (int i = 0; i < reps; ++i) {
-    const auto r = kcert::engine::run_case(tc, registry, {});
+    const auto r = kcert::engine::run_case(tc, registry, options);
     harness.push_back(r.runtime.seconds);
     kernels.push_back(r.runtime.kernel_seconds);
+    observe.push_back(r.runtime.observe_seconds);
+    draw.push_back(r.runtime.draw_seconds);
     batch = r.runtime.batch;
     bare.push_back(bare_evaluation(tc, registry, batch));
   }
@@ -97,6 +102,8 @@ int main(int argc, char** argv) {
   std::printf("  kcert run_case          %8.3f s  (%.0f replicates/s)\n", h, tc.gates.replicates / h);
   std::printf("  bare draw + evaluation  %8.3f s\n", b);
   std::printf("  kernels inside run_case %8.3f s\n", k);
+  std::printf("  draw inside run_case    %8.3f s\n", median(draw));
+  std::printf("  sweep and gates         %8.3f s\n", median(observe));
   std::printf("  ratio harness / bare    %8.2f\n", h / b);
   std::printf("  ratio harness / kernels %8.2f\n", h / k);
   return 0;
