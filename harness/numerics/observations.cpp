@@ -102,7 +102,7 @@ SideOracles resolve_near_ties(const torch::Tensor& ref, const torch::Tensor& pro
 
 BatchObservations observe(const torch::Tensor& ref_t, const torch::Tensor& prod_t, const torch::Tensor& oracle_t,
                           const torch::Tensor& oracle_alt, const BucketLayout& layout, std::int64_t first_replicate,
-                          at::IntArrayRef output_shape, stats::FloatFormat working) {
+                          at::IntArrayRef output_shape, stats::FloatFormat working, bool parallel) {
   const auto [rtol, atol] = assert_close_tolerances(working);
   // ref and prod are swept as stored (bf16, fp32) and widened in the sweep: W values are
   // exact in fp64, and fp64 copies of both cost more memory traffic than the sweep itself.
@@ -152,7 +152,7 @@ BatchObservations observe(const torch::Tensor& ref_t, const torch::Tensor& prod_
   out.replicates.resize(static_cast<std::size_t>(batch));
   // Replicates are independent and each is swept by one thread in element order, so the
   // result does not depend on the thread count.
-  at::parallel_for(0, batch, 1, [&](std::int64_t begin, std::int64_t end) {
+  const auto sweep_replicates = [&](std::int64_t begin, std::int64_t end) {
   for (std::int64_t b = begin; b < end; ++b) {
     auto& o = out.replicates[static_cast<std::size_t>(b)];
     o.delta.assign(G, 0.0);
@@ -178,7 +178,12 @@ BatchObservations observe(const torch::Tensor& ref_t, const torch::Tensor& prod_
       o.abs_oracle[g] /= c;
     }
   }
-  });
+  };
+  if (parallel) {
+    at::parallel_for(0, batch, 1, sweep_replicates);
+  } else {
+    sweep_replicates(0, batch);
+  }
   if (!all_finite) {
     locate_nonfinite();
     out.replicates.clear();

@@ -36,9 +36,11 @@ std::pair<double, double> assert_close_tolerances(stats::FloatFormat working);
 // other way (Precision::exact_flipping_near_ties); in each row (last dimension) where the
 // two differ, each side is measured against the one it is closer to (max |error| in the
 // row), and ReplicateObservation::selection counts the decisions.
+// parallel: sweep the replicates on LibTorch's intra-op threads; false sweeps them one after
+// another on the calling thread (the engine's sweep thread, beside the kernels' threads).
 BatchObservations observe(const torch::Tensor& ref, const torch::Tensor& prod, const torch::Tensor& oracle,
                           const torch::Tensor& oracle_alt, const BucketLayout& layout, std::int64_t first_replicate,
-                          at::IntArrayRef output_shape, stats::FloatFormat working);
+                          at::IntArrayRef output_shape, stats::FloatFormat working, bool parallel = true);
 
 // The algebra gate's comparison (method.md §2) of the oracle (the reference under the fp64
 // policy) with production under the fp64 policy, one observation per replicate [B, ...].

@@ -1,6 +1,7 @@
 #include "tests/catch_torch.hpp"
 
 #include <cmath>
+#include <memory>
 
 #include "harness/engine/engine.hpp"
 #include "harness/gates/bias_gate.hpp"
@@ -55,6 +56,58 @@ TEST_CASE("a NaN from a kernel is a FAIL with its location, not a crash", "[engi
   CHECK(result.bias.verdict == Verdict::fail);
   CHECK_THAT(result.variance.reason, Catch::Contains("non-finite output (nan) from the production"));
   CHECK(result.error.empty());
+}
+
+// The sweep of a batch runs while the next batch is evaluated (engine.cpp). A run that meets
+// a non-finite value must still stop where a sequential run stops: the batch evaluated ahead
+// is neither counted nor allowed to fail the run.
+TEST_CASE("a non-finite batch ends the run where a sequential run ends it, whatever was evaluated ahead", "[engine]") {
+  auto registry = builtin_registry();
+  const auto gemma = registry.variant("rmsnorm", "gemma").fn;
+  // NaN in the first working-precision call (the first batch); the second call, which only
+  // the look-ahead makes, throws.
+  auto calls = std::make_shared<int>(0);
+  registry.add_variant("rmsnorm", {{"nan_then_throw", "test/1", "", {{"eps", kcert::kernels::ParamType::number, kcert::kernels::ParamValue{1e-6}}}},
+                                   [gemma, calls](const kcert::kernels::KernelInputs& in, const kcert::numerics::Precision& p,
+                                                  const kcert::kernels::ParamMap& prm) {
+                                     auto y = gemma(in, p, prm);
+                                     if (p.is_exact()) return y;
+                                     if (++*calls == 2) throw std::runtime_error("evaluated past a non-finite batch");
+                                     return y.fill_(std::nan(""));
+                                   }});
+  const auto result = kcert::engine::run_case(rmsnorm_case(registry, "gemma", "nan_then_throw"), registry, {});
+  CHECK(*calls == 2);  // the look-ahead did run it
+  REQUIRE(result.nonfinite);
+  CHECK(result.nonfinite->where.replicate == 0);
+  CHECK(result.replicates == 1);  // only the first batch (one replicate) counts
+  CHECK(result.verdict == Verdict::fail);
+  CHECK(result.error.empty());
+
+  // A NaN further in: the same stop (the location and the replicate count) with one
+  // replicate per batch as with four.
+  kcert::kernels::Variant late{{"late_nan", "test/1", "", {{"eps", kcert::kernels::ParamType::number, kcert::kernels::ParamValue{1e-6}}}},
+                               [gemma](const kcert::kernels::KernelInputs& in, const kcert::numerics::Precision& p,
+                                       const kcert::kernels::ParamMap& prm) {
+                                 auto y = gemma(in, p, prm);
+                                 auto bad = p.up(in.at("x")).select(1, 2).select(1, 7) > 1.9;
+                                 y.select(1, 2).select(1, 7).masked_fill_(bad, std::nan(""));
+                                 return y;
+                               }};
+  registry.add_variant("rmsnorm", late);
+  kcert::engine::RunOptions one, four;
+  one.batch = 1;
+  four.batch = 4;
+  const auto a = kcert::engine::run_case(rmsnorm_case(registry, "gemma", "late_nan"), registry, one);
+  const auto b = kcert::engine::run_case(rmsnorm_case(registry, "gemma", "late_nan"), registry, four);
+  REQUIRE(a.nonfinite);
+  REQUIRE(b.nonfinite);
+  const auto first = a.nonfinite->where.replicate;
+  CHECK(first > 0);  // the probe makes x > 1.9 at one element rare enough to need a few replicates
+  CHECK(b.nonfinite->where.replicate == first);
+  CHECK(a.replicates == static_cast<std::uint64_t>(first) + 1);
+  // Batches of four from replicate 0 (a given batch size applies from the first call): the
+  // run ends with the batch that holds `first`.
+  CHECK(b.replicates == static_cast<std::uint64_t>(4 * (first / 4 + 1)));
 }
 
 TEST_CASE("a variant that returns the wrong dtype is a clear harness error", "[engine]") {
