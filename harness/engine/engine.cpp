@@ -279,9 +279,9 @@ CaseResult run_case(const contract::TestCase& tc_in, const kernels::Registry& re
       evaluated += static_cast<std::uint64_t>(batch_done.count);
       result.runtime.observe_seconds += seconds_since(to);
       result.nonfinite = obs.nonfinite;
-      const auto seen = batch_done.first + static_cast<std::uint64_t>(batch_done.count) - first;
+      const auto reached = batch_done.first + static_cast<std::uint64_t>(batch_done.count);
       if (options.progress && !result.nonfinite) {
-        options.progress(Progress{&tc.id, first + seen < gates::kConfirmationBase ? first + seen : seen,
+        options.progress(Progress{&tc.id, reached < gates::kConfirmationBase ? reached : reached - first,
                                   first < gates::kConfirmationBase ? first + count : count, seconds_since(t0)});
       }
     };
@@ -299,6 +299,11 @@ CaseResult run_case(const contract::TestCase& tc_in, const kernels::Registry& re
         if (result.nonfinite) break;
         throw;
       }
+      // The previous batch goes to the gates before this one, once this batch's kernels (the
+      // time its sweep hides in) are done; if it held a non-finite value the run stops there
+      // and this batch is dropped unseen, before any more work on it, as a sequential run.
+      if (pending) settle();
+      if (result.nonfinite) break;
       if (!layout) {
         result.output_shape.assign(out.ref.sizes().begin() + 1, out.ref.sizes().end());
         layout = numerics::make_bucket_layout(family.bucket_ids(tc.bucket_axis, tc.probe, result.output_shape),
@@ -323,10 +328,6 @@ CaseResult run_case(const contract::TestCase& tc_in, const kernels::Registry& re
                                            result.output_shape);
         result.runtime.observe_seconds += seconds_since(tc0);
       }
-      // The previous batch goes to the gates before this one; if it held a non-finite value
-      // the run stops there, and this batch is dropped unseen, as a sequential run would.
-      if (pending) settle();
-      if (result.nonfinite) break;
       next.observations = std::async(std::launch::async, [out, r, &layout, shape = result.output_shape, out_format] {
         return numerics::observe(out.ref, out.prod, out.oracle, out.oracle_alt, *layout, static_cast<std::int64_t>(r),
                                  shape, out_format, /*parallel=*/false);
