@@ -6,6 +6,24 @@
 
 namespace kcert::kernels {
 
+torch::Tensor InputStream::normal(at::IntArrayRef shape, torch::Dtype dtype) {
+  auto out = torch::empty(shape, torch::TensorOptions().dtype(torch::kFloat32));
+  stream_.normal(out.data_ptr<float>(), static_cast<std::size_t>(out.numel()));
+  return dtype == torch::kFloat32 ? out : out.to(dtype);
+}
+
+torch::Tensor InputStream::uniform(at::IntArrayRef shape) {
+  auto out = torch::empty(shape, torch::TensorOptions().dtype(torch::kFloat32));
+  stream_.uniform(out.data_ptr<float>(), static_cast<std::size_t>(out.numel()));
+  return out;
+}
+
+torch::Tensor InputStream::integers(std::int64_t bound, at::IntArrayRef shape) {
+  auto out = torch::empty(shape, torch::TensorOptions().dtype(torch::kInt64));
+  stream_.below(static_cast<std::uint64_t>(bound), out.data_ptr<std::int64_t>(), static_cast<std::size_t>(out.numel()));
+  return out;
+}
+
 at::Generator make_generator(std::uint64_t seed) { return at::make_generator<at::CPUGeneratorImpl>(seed); }
 
 std::vector<std::int64_t> outlier_channels(const ProbeContract& probe, std::int64_t channels) {
@@ -17,11 +35,10 @@ std::vector<std::int64_t> outlier_channels(const ProbeContract& probe, std::int6
 }
 
 torch::Tensor shifted_gaussian(const ProbeContract& probe, std::int64_t rows, std::int64_t channels,
-                               at::Generator& gen) {
-  // Drawn in fp32: every working format is at most fp32-wide, and ATen's vectorized fp32
-  // normal sampler is several times faster than the fp64 one.
+                               InputStream& stream) {
+  // Drawn in fp32: every working format is at most fp32-wide.
   const auto opts = torch::TensorOptions().dtype(torch::kFloat32);
-  auto x = at::randn({rows, channels}, gen, opts);
+  auto x = stream.normal({rows, channels});
   if (probe.outlier_count > 0 && probe.outlier_magnitude != 1.0) {
     auto column_scale = torch::ones({channels}, opts);
     for (auto c : outlier_channels(probe, channels)) column_scale[c] = probe.outlier_magnitude;
@@ -29,7 +46,7 @@ torch::Tensor shifted_gaussian(const ProbeContract& probe, std::int64_t rows, st
   }
   if (probe.scale != 1.0) x.mul_(probe.scale);
   if (probe.shift != 0.0) x.add_(probe.shift);
-  if (probe.row_offset_sd > 0.0) x.add_(at::randn({rows, 1}, gen, opts) * probe.row_offset_sd);
+  if (probe.row_offset_sd > 0.0) x.add_(stream.normal({rows, 1}) * probe.row_offset_sd);
   return x.to(numerics::to_dtype(probe.dtype));
 }
 
@@ -42,9 +59,9 @@ torch::Tensor token_channel_bucket_ids(const std::string& axis, at::IntArrayRef 
 
 KernelInputs token_channel_activations(const ProbeContract& probe, const std::string& tokens_param,
                                        const std::string& channels_param, std::uint64_t seed) {
-  auto gen = make_generator(seed);
+  InputStream stream(seed);
   KernelInputs in;
-  in.set("x", shifted_gaussian(probe, probe.params.integer(tokens_param), probe.params.integer(channels_param), gen));
+  in.set("x", shifted_gaussian(probe, probe.params.integer(tokens_param), probe.params.integer(channels_param), stream));
   return in;
 }
 

@@ -1,17 +1,38 @@
 #pragma once
-// Probe building blocks shared by the families: seeded generators and the shifted-Gaussian
-// activation law with outlier channels and per-row DC offsets.
+// Probe building blocks shared by the families: the seeded input stream and the
+// shifted-Gaussian activation law with outlier channels and per-row DC offsets.
 #include <torch/torch.h>
 
 #include <cstdint>
 
 #include "harness/kernels/registry.hpp"
 #include "harness/kernels/schema.hpp"
+#include "harness/stats/random_stream.hpp"
 
 namespace kcert::kernels {
 
-// A CPU generator seeded from a derived seed; inputs are always drawn on the CPU so that a
-// replicate's values do not depend on the device.
+// Tensors drawn from kcert's input stream (harness/stats/random_stream.hpp: Philox4x32-10 and
+// a Box-Muller transform of kcert's own, exact to the bit): the same seed gives the same
+// inputs on every CPU, instruction set, thread count, device and LibTorch release. Drawn on
+// the CPU; each draw starts on a fresh group of 64 values, so a tensor's values depend on the
+// seed and the sizes of the draws before it, in order.
+class InputStream {
+ public:
+  explicit InputStream(std::uint64_t seed) : stream_(seed) {}
+  // N(0, 1) in fp32 (values are fp32 numbers whatever dtype is asked for).
+  torch::Tensor normal(at::IntArrayRef shape, torch::Dtype dtype = torch::kFloat32);
+  // Uniform on [0, 1), fp32, on a 2^-24 grid.
+  torch::Tensor uniform(at::IntArrayRef shape);
+  // Uniform integers in [0, bound), int64.
+  torch::Tensor integers(std::int64_t bound, at::IntArrayRef shape);
+
+ private:
+  stats::RandomStream stream_;
+};
+
+// ATen's CPU generator seeded from a derived seed. kcert's families draw from InputStream
+// instead: ATen's normal sampler gives other values on a CPU without AVX2 and may change
+// between LibTorch releases. Kept for plugins written against it.
 at::Generator make_generator(std::uint64_t seed);
 
 // Activations [rows, channels]: N(shift, scale²) per element; the outlier channels (every
@@ -19,7 +40,7 @@ at::Generator make_generator(std::uint64_t seed);
 // outlier_magnitude; each row gets a DC offset N(0, row_offset_sd²). Drawn in fp32, then
 // rounded to the contract's dtype.
 torch::Tensor shifted_gaussian(const ProbeContract& probe, std::int64_t rows, std::int64_t channels,
-                               at::Generator& gen);
+                               InputStream& stream);
 
 // Outputs laid out [tokens, channels]: the "channel" axis buckets by the last index, "row"
 // by the first. Shared by the families whose outputs have that shape.

@@ -1,6 +1,7 @@
 #include "harness/store/json.hpp"
 
 #include "harness/numerics/process_policy.hpp"
+#include "harness/stats/random_stream.hpp"
 #include "harness/store/sha256.hpp"
 
 #include <fcntl.h>
@@ -229,7 +230,8 @@ nlohmann::json to_json(const engine::CaseResult& r) {
   if (tc.attestation) {
     j["attestation"] = {{"path", tc.attestation->path}, {"theorem", tc.attestation->theorem}, {"status", tc.attestation->status}};
   }
-  j["provenance"] = {{"torch_version", r.torch_version}, {"device", r.runtime.device}};
+  j["provenance"] = {{"torch_version", r.torch_version}, {"device", r.runtime.device},
+                     {"input_stream", stats::kRandomStreamName}};
   j["runtime"] = {{"threads", r.runtime.threads}, {"batch", r.runtime.batch}, {"seconds", r.runtime.seconds},
                   {"kernel_seconds", r.runtime.kernel_seconds}, {"draw_seconds", r.runtime.draw_seconds},
                   {"observe_seconds", r.runtime.observe_seconds}, {"stats_seconds", r.runtime.stats_seconds}};

@@ -335,7 +335,7 @@ void register_attention_family(Registry& registry) {
     return fixed;
   };
   f.make_replicate = [](const ProbeContract& probe, const KernelInputs&, std::uint64_t seed) {
-    auto gen = make_generator(seed);
+    InputStream stream(seed);
     const auto h = probe.params.integer("shape.heads"), hkv = probe.params.integer("shape.kv_heads");
     const auto t = probe.params.integer("shape.tokens"), d = probe.params.integer("shape.head_dim");
     const auto tk = probe.params.integer("shape.kv_tokens") > 0 ? probe.params.integer("shape.kv_tokens") : t;
@@ -343,9 +343,9 @@ void register_attention_family(Registry& registry) {
     const auto dt = numerics::to_dtype(probe.dtype);
     KernelInputs in;
     // Drawn in W, then scaled in fp32 and rounded again, so the scaled values are W values.
-    in.set("q", (shifted_gaussian(probe, h * t, d, gen).to(torch::kFloat32) * qk).to(dt).view({h, t, d}));
-    in.set("k", (shifted_gaussian(probe, hkv * tk, d, gen).to(torch::kFloat32) * qk).to(dt).view({hkv, tk, d}));
-    in.set("v", shifted_gaussian(probe, hkv * tk, d, gen).view({hkv, tk, d}));
+    in.set("q", (shifted_gaussian(probe, h * t, d, stream).to(torch::kFloat32) * qk).to(dt).view({h, t, d}));
+    in.set("k", (shifted_gaussian(probe, hkv * tk, d, stream).to(torch::kFloat32) * qk).to(dt).view({hkv, tk, d}));
+    in.set("v", shifted_gaussian(probe, hkv * tk, d, stream).view({hkv, tk, d}));
     return in;
   };
   f.bucket_ids = [](const std::string& axis, const ProbeContract&, at::IntArrayRef shape) {

@@ -54,12 +54,11 @@ std::vector<Variant> glu_variants() {
 
 KernelInputs make_fixed(const ProbeContract& probe, std::uint64_t seed) {
   const auto h = probe.params.integer("shape.hidden"), i = probe.params.integer("shape.intermediate");
-  auto gen = make_generator(seed);
-  const auto opts = torch::TensorOptions().dtype(torch::kFloat64);
+  InputStream stream(seed);
   const double s = probe.params.number("weights.gain") / std::sqrt(static_cast<double>(h));
   KernelInputs fixed;
-  fixed.set("Wg", (at::randn({i, h}, gen, opts) * s).to(numerics::to_dtype(probe.dtype)));
-  fixed.set("Wu", (at::randn({i, h}, gen, opts) * s).to(numerics::to_dtype(probe.dtype)));
+  fixed.set("Wg", (stream.normal({i, h}, torch::kFloat64) * s).to(numerics::to_dtype(probe.dtype)));
+  fixed.set("Wu", (stream.normal({i, h}, torch::kFloat64) * s).to(numerics::to_dtype(probe.dtype)));
   return fixed;
 }
 

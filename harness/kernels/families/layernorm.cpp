@@ -64,11 +64,10 @@ std::vector<Variant> layernorm_variants() {
 
 KernelInputs make_fixed(const ProbeContract& probe, std::uint64_t seed) {
   const auto hidden = probe.params.integer("shape.hidden");
-  auto gen = make_generator(seed);
-  const auto opts = torch::TensorOptions().dtype(torch::kFloat64);
+  InputStream stream(seed);
   KernelInputs fixed;
-  fixed.set("g", (1.0 + probe.params.number("weights.spread") * at::randn({hidden}, gen, opts)).to(numerics::to_dtype(probe.dtype)));
-  fixed.set("b", (probe.params.number("weights.bias_spread") * at::randn({hidden}, gen, opts)).to(numerics::to_dtype(probe.dtype)));
+  fixed.set("g", (1.0 + probe.params.number("weights.spread") * stream.normal({hidden}, torch::kFloat64)).to(numerics::to_dtype(probe.dtype)));
+  fixed.set("b", (probe.params.number("weights.bias_spread") * stream.normal({hidden}, torch::kFloat64)).to(numerics::to_dtype(probe.dtype)));
   return fixed;
 }
 

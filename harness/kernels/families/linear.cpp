@@ -91,10 +91,9 @@ std::vector<Variant> linear_variants() {
 KernelInputs make_fixed(const ProbeContract& probe, std::uint64_t seed) {
   const auto k = probe.params.integer("shape.in_features"), n = probe.params.integer("shape.out_features");
   const auto& kind = probe.params.string("weights.kind");
-  auto gen = make_generator(seed);
-  const auto opts = torch::TensorOptions().dtype(torch::kFloat64);
-  auto w = at::randn({n, k}, gen, opts) / std::sqrt(static_cast<double>(k));
-  auto b = at::randn({n}, gen, opts) * probe.params.number("weights.bias_scale");
+  InputStream stream(seed);
+  auto w = stream.normal({n, k}, torch::kFloat64) / std::sqrt(static_cast<double>(k));
+  auto b = stream.normal({n}, torch::kFloat64) * probe.params.number("weights.bias_scale");
   if (kind == "zero_sum") {
     w = w - w.mean(-1, true);  // rows sum to zero: outputs cancel the activations' DC shift
   } else if (kind == "cancelling") {

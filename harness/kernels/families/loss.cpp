@@ -108,11 +108,11 @@ KernelInputs make_fixed(const ProbeContract& probe, std::uint64_t) {
 }
 
 KernelInputs make_replicate(const ProbeContract& probe, const KernelInputs&, std::uint64_t seed) {
-  auto gen = make_generator(seed);
+  InputStream stream(seed);
   const auto n = total_tokens(probe), vocab = probe.params.integer("shape.vocab");
   KernelInputs in;
-  in.set("z", shifted_gaussian(probe, n, vocab, gen));
-  in.set("t", at::randint(vocab, {n}, gen, torch::TensorOptions().dtype(torch::kInt64)));
+  in.set("z", shifted_gaussian(probe, n, vocab, stream));
+  in.set("t", stream.integers(vocab, {n}));
   return in;
 }
 

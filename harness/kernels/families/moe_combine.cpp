@@ -151,24 +151,23 @@ void register_moe_combine_family(Registry& registry) {
     return check_outlier_count(probe, "shape.hidden");
   };
   f.make_fixed = [](const ProbeContract& probe, std::uint64_t seed) {
-    auto gen = make_generator(seed);
+    InputStream stream(seed);
     const auto e = probe.params.integer("shape.experts"), h = probe.params.integer("shape.hidden"),
                ho = probe.params.integer("shape.hidden_out");
     KernelInputs fixed;
-    fixed.set("W_experts", (at::randn({e, ho, h}, gen, torch::TensorOptions().dtype(torch::kFloat32)) /
+    fixed.set("W_experts", (stream.normal({e, ho, h}) /
                             std::sqrt(static_cast<double>(h)))
                                .to(numerics::to_dtype(probe.dtype)));
     return fixed;
   };
   f.make_replicate = [](const ProbeContract& probe, const KernelInputs&, std::uint64_t seed) {
     auto in = token_channel_activations(probe, "shape.tokens", "shape.hidden", seed);
-    auto gen = make_generator(seed ^ 0x6d6f65ULL);  // the routing's own stream
+    InputStream routing(seed ^ 0x6d6f65ULL);  // the routing's own stream
     const auto t = probe.params.integer("shape.tokens"), e = probe.params.integer("shape.experts"),
                k = probe.params.integer("router.top_k");
-    const auto f32 = torch::TensorOptions().dtype(torch::kFloat32);
     // k distinct experts per token (many experts, some empty), softmax weights in fp32.
-    in.set("idx", std::get<1>(at::rand({t, e}, gen, f32).topk(k, -1)).contiguous());
-    in.set("w", torch::softmax(at::randn({t, k}, gen, f32), -1));
+    in.set("idx", std::get<1>(routing.uniform({t, e}).topk(k, -1)).contiguous());
+    in.set("w", torch::softmax(routing.normal({t, k}), -1));
     return in;
   };
   f.bucket_ids = [](const std::string& axis, const ProbeContract&, at::IntArrayRef shape) {

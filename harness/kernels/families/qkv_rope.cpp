@@ -102,8 +102,8 @@ void register_qkv_rope_family(Registry& registry) {
     auto fixed = position_inputs(probe);  // positions, as rope's
     const auto hidden = probe.params.integer("shape.hidden"), dim = probe.params.integer("shape.head_dim");
     const auto rows = (probe.params.integer("shape.heads") + 2 * probe.params.integer("shape.kv_heads")) * dim;
-    auto gen = make_generator(seed);
-    const auto w = at::randn({rows, hidden}, gen, torch::TensorOptions().dtype(torch::kFloat32)) /
+    InputStream stream(seed);
+    const auto w = stream.normal({rows, hidden}) /
                    std::sqrt(static_cast<double>(hidden));
     fixed.set("W_qkv", w.to(numerics::to_dtype(probe.dtype)));
     // Shape facts the kernels need, as integer tensors (left alone by the dtype conversions).

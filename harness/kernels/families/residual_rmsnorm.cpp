@@ -63,23 +63,23 @@ std::vector<Variant> residual_variants() {
 }
 
 KernelInputs make_fixed(const ProbeContract& probe, std::uint64_t seed) {
-  auto gen = make_generator(seed);
+  InputStream stream(seed);
   const auto hidden = probe.params.integer("shape.hidden");
   KernelInputs fixed;
-  fixed.set("w", (1.0 + probe.params.number("weights.spread") * at::randn({hidden}, gen, torch::kFloat64))
+  fixed.set("w", (1.0 + probe.params.number("weights.spread") * stream.normal({hidden}, torch::kFloat64))
                      .to(numerics::to_dtype(probe.dtype)));
   return fixed;
 }
 
 KernelInputs make_replicate(const ProbeContract& probe, const KernelInputs&, std::uint64_t seed) {
-  auto gen = make_generator(seed);
+  InputStream stream(seed);
   const auto tokens = probe.params.integer("shape.tokens"), hidden = probe.params.integer("shape.hidden");
   KernelInputs in;
-  in.set("x", shifted_gaussian(probe, tokens, hidden, gen));
+  in.set("x", shifted_gaussian(probe, tokens, hidden, stream));
   ProbeContract residual = probe;
   residual.scale *= probe.params.number("residual.scale");
   residual.shift *= probe.params.number("residual.scale");
-  in.set("r", shifted_gaussian(residual, tokens, hidden, gen));
+  in.set("r", shifted_gaussian(residual, tokens, hidden, stream));
   return in;
 }
 

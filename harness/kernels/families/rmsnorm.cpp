@@ -150,13 +150,12 @@ KernelInputs make_fixed(const ProbeContract& probe, std::uint64_t seed) {
   const auto hidden = probe.params.integer("shape.hidden");
   const auto& kind = probe.params.string("weights.kind");
   const double spread = probe.params.number("weights.spread");
-  auto gen = make_generator(seed);
-  const auto opts = torch::TensorOptions().dtype(torch::kFloat64);
+  InputStream stream(seed);
   torch::Tensor w;
   if (kind == "around_one") {
-    w = 1.0 + spread * at::randn({hidden}, gen, opts);
+    w = 1.0 + spread * stream.normal({hidden}, torch::kFloat64);
   } else {  // zero_centred: Gemma stores w with the gain 1 + w
-    w = (at::rand({hidden}, gen, opts) * 2.0 - 1.0) * spread;
+    w = (stream.uniform({hidden}).to(torch::kFloat64) * 2.0 - 1.0) * spread;
   }
   const auto& large = probe.params.number_list("weights.large");
   for (std::size_t i = 0; i < large.size(); ++i) w[static_cast<std::int64_t>(i)] = large[i];

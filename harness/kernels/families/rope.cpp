@@ -141,11 +141,11 @@ std::vector<Variant> rope_variants() {
 }
 
 KernelInputs make_replicate(const ProbeContract& probe, const KernelInputs&, std::uint64_t seed) {
-  auto gen = make_generator(seed);
+  InputStream stream(seed);
   const auto tokens = probe.params.integer("shape.tokens"), heads = probe.params.integer("shape.heads"),
              dim = probe.params.integer("shape.head_dim");
   KernelInputs in;
-  in.set("x", shifted_gaussian(probe, tokens * heads, dim, gen).view({tokens, heads, dim}));
+  in.set("x", shifted_gaussian(probe, tokens * heads, dim, stream).view({tokens, heads, dim}));
   return in;
 }
 

@@ -191,8 +191,8 @@ std::vector<Variant> router_variants() {
 
 KernelInputs make_fixed(const ProbeContract& probe, std::uint64_t seed) {
   const auto hidden = probe.params.integer("shape.hidden"), experts = probe.params.integer("shape.experts");
-  auto gen = make_generator(seed);
-  auto w = at::randn({experts, hidden}, gen, torch::TensorOptions().dtype(torch::kFloat32)) /
+  InputStream stream(seed);
+  auto w = stream.normal({experts, hidden}) /
            std::sqrt(static_cast<double>(hidden));
   if (probe.params.string("router.weight_dtype") == "w") w = w.to(numerics::to_dtype(probe.dtype));
   KernelInputs fixed;
@@ -200,7 +200,7 @@ KernelInputs make_fixed(const ProbeContract& probe, std::uint64_t seed) {
   fixed.set("top_k", torch::tensor(probe.params.integer("router.top_k"), torch::kInt64));
   // DeepSeek-V3's load-balancing bias: fixed per expert, U(-spread, spread), fp32.
   const double spread = probe.params.number("router.correction_bias");
-  fixed.set("correction_bias", (at::rand({experts}, gen, torch::TensorOptions().dtype(torch::kFloat32)) * 2.0 - 1.0) * spread);
+  fixed.set("correction_bias", (stream.uniform({experts}) * 2.0 - 1.0) * spread);
   return fixed;
 }
 
