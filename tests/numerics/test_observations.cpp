@@ -118,75 +118,78 @@ struct SweepBits {
 TEST_CASE("the sweep gives the same bits for every storage type and instruction set", "[numerics][sweep]") {
   using kcert::numerics::detail::BucketPattern;
   using kcert::numerics::detail::ElementType;
-  // 37 rows: two row tiles of the periodic sweep; 27 buckets: register blocks of 2, 4 or 8
-  // buckets and a tail.
-  const std::int64_t rows = 37, buckets = 27, n = rows * buckets;
-  torch::manual_seed(11);
-  const auto oracle_t = torch::randn({n}, torch::kFloat64) * 3 + 0.25;
-  const auto ref_t = oracle_t.to(torch::kBFloat16);
-  const auto prod_t = (oracle_t * (1 + 1e-3 * torch::randn({n}, torch::kFloat64))).to(torch::kBFloat16);
-  const auto alt_t = oracle_t + 1e-4 * torch::randn({n}, torch::kFloat64);
-  const auto ref64 = ref_t.to(torch::kFloat64).contiguous(), prod64 = prod_t.to(torch::kFloat64).contiguous();
-  const auto ref32 = ref_t.to(torch::kFloat32).contiguous(), prod32 = prod_t.to(torch::kFloat32).contiguous();
-  std::vector<std::int64_t> periodic(n), blocked(n), general(n);
-  for (std::int64_t i = 0; i < n; ++i) {
-    periodic[i] = i % buckets;
-    blocked[i] = i / rows;
-    general[i] = (i * 7 + i / 5) % buckets;
-  }
-  std::vector<std::string> isas{"generic"};
-  __builtin_cpu_init();
-  if (__builtin_cpu_supports("avx2")) isas.push_back("avx2");
-  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512dq") &&
-      __builtin_cpu_supports("avx512vl"))
-    isas.push_back("avx512");
-  INFO("sweep() runs " << kcert::numerics::detail::sweep_isa());
-  const double* q = oracle_t.data_ptr<double>();
-  for (const auto& [pattern, ids] : {std::pair{BucketPattern::periodic, &periodic}, std::pair{BucketPattern::blocked, &blocked},
-                                     std::pair{BucketPattern::general, &general}}) {
-    for (const bool sides : {false, true}) {
-      const double* qr = sides ? alt_t.data_ptr<double>() : q;
-      const auto run = [&](const std::string& isa, const void* r, const void* p, ElementType type) {
-        SweepBits b;
-        b.delta.assign(buckets, 0.0);
-        b.magnitude.assign(buckets, 0.0);
-        b.abs_oracle.assign(buckets, 0.0);
-        kcert::numerics::detail::SweepOutput out{b.delta.data(), b.magnitude.data(), b.abs_oracle.data()};
-        kcert::numerics::detail::sweep_with(isa.c_str(), r, p, type, q, qr, q, n, ids->data(), buckets, pattern, 1.6e-2,
-                                            1e-5, out);
-        b.e_prod = out.e_prod, b.e_ref = out.e_ref, b.peak = out.peak, b.sse_prod = out.sse_prod;
-        b.sse_ref = out.sse_ref, b.violations = out.close_violations, b.finite = out.finite;
-        return b;
-      };
-      const auto baseline = run("generic", ref64.data_ptr<double>(), prod64.data_ptr<double>(), ElementType::f64);
-      CHECK(baseline.finite);
-      if (pattern == BucketPattern::periodic) {
-        // The tiled periodic sweep against the plain element-order loop of the general layout
-        // on the same ids: an independent path to the same bits.
-        SweepBits plain;
-        plain.delta.assign(buckets, 0.0);
-        plain.magnitude.assign(buckets, 0.0);
-        plain.abs_oracle.assign(buckets, 0.0);
-        kcert::numerics::detail::SweepOutput out{plain.delta.data(), plain.magnitude.data(), plain.abs_oracle.data()};
-        kcert::numerics::detail::sweep_with("generic", ref64.data_ptr<double>(), prod64.data_ptr<double>(), ElementType::f64,
-                                            q, qr, q, n, periodic.data(), buckets, BucketPattern::general, 1.6e-2, 1e-5, out);
-        plain.e_prod = out.e_prod, plain.e_ref = out.e_ref, plain.peak = out.peak, plain.sse_prod = out.sse_prod;
-        plain.sse_ref = out.sse_ref, plain.violations = out.close_violations, plain.finite = out.finite;
-        INFO("side oracles " << sides);
-        CHECK(plain.delta == baseline.delta);
-        CHECK(plain.magnitude == baseline.magnitude);
-        CHECK(plain.abs_oracle == baseline.abs_oracle);
-        CHECK(plain.e_prod == baseline.e_prod);
-        CHECK(plain.e_ref == baseline.e_ref);
-        CHECK(plain.peak == baseline.peak);
-        CHECK(plain.violations == baseline.violations);
-      }
-      CHECK(baseline.e_prod > 0);
-      for (const auto& isa : isas) {
-        INFO("pattern " << static_cast<int>(pattern) << ", side oracles " << sides << ", " << isa);
-        CHECK(run(isa, ref64.data_ptr<double>(), prod64.data_ptr<double>(), ElementType::f64) == baseline);
-        CHECK(run(isa, ref32.data_ptr<float>(), prod32.data_ptr<float>(), ElementType::f32) == baseline);
-        CHECK(run(isa, ref_t.data_ptr(), prod_t.data_ptr(), ElementType::bf16) == baseline);
+  // 37 rows x 27 buckets: register blocks of 2, 4 or 8 buckets and a tail; 5 rows x 1100
+  // buckets: two of the periodic sweep's 512-bucket chunks and a partial third.
+  for (const auto& [rows, buckets] : {std::pair<std::int64_t, std::int64_t>{37, 27}, {5, 1100}}) {
+    const std::int64_t n = rows * buckets;
+    INFO(rows << " rows, " << buckets << " buckets");
+    torch::manual_seed(11);
+    const auto oracle_t = torch::randn({n}, torch::kFloat64) * 3 + 0.25;
+    const auto ref_t = oracle_t.to(torch::kBFloat16);
+    const auto prod_t = (oracle_t * (1 + 1e-3 * torch::randn({n}, torch::kFloat64))).to(torch::kBFloat16);
+    const auto alt_t = oracle_t + 1e-4 * torch::randn({n}, torch::kFloat64);
+    const auto ref64 = ref_t.to(torch::kFloat64).contiguous(), prod64 = prod_t.to(torch::kFloat64).contiguous();
+    const auto ref32 = ref_t.to(torch::kFloat32).contiguous(), prod32 = prod_t.to(torch::kFloat32).contiguous();
+    std::vector<std::int64_t> periodic(n), blocked(n), general(n);
+    for (std::int64_t i = 0; i < n; ++i) {
+      periodic[i] = i % buckets;
+      blocked[i] = i / rows;
+      general[i] = (i * 7 + i / 5) % buckets;
+    }
+    std::vector<std::string> isas{"generic"};
+    __builtin_cpu_init();
+    if (__builtin_cpu_supports("avx2")) isas.push_back("avx2");
+    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512dq") &&
+        __builtin_cpu_supports("avx512vl"))
+      isas.push_back("avx512");
+    INFO("sweep() runs " << kcert::numerics::detail::sweep_isa());
+    const double* q = oracle_t.data_ptr<double>();
+    for (const auto& [pattern, ids] : {std::pair{BucketPattern::periodic, &periodic}, std::pair{BucketPattern::blocked, &blocked},
+                                       std::pair{BucketPattern::general, &general}}) {
+      for (const bool sides : {false, true}) {
+        const double* qr = sides ? alt_t.data_ptr<double>() : q;
+        const auto run = [&](const std::string& isa, const void* r, const void* p, ElementType type) {
+          SweepBits b;
+          b.delta.assign(buckets, 0.0);
+          b.magnitude.assign(buckets, 0.0);
+          b.abs_oracle.assign(buckets, 0.0);
+          kcert::numerics::detail::SweepOutput out{b.delta.data(), b.magnitude.data(), b.abs_oracle.data()};
+          kcert::numerics::detail::sweep_with(isa.c_str(), r, p, type, q, qr, q, n, ids->data(), buckets, pattern, 1.6e-2,
+                                              1e-5, out);
+          b.e_prod = out.e_prod, b.e_ref = out.e_ref, b.peak = out.peak, b.sse_prod = out.sse_prod;
+          b.sse_ref = out.sse_ref, b.violations = out.close_violations, b.finite = out.finite;
+          return b;
+        };
+        const auto baseline = run("generic", ref64.data_ptr<double>(), prod64.data_ptr<double>(), ElementType::f64);
+        CHECK(baseline.finite);
+        if (pattern == BucketPattern::periodic) {
+          // The tiled periodic sweep against the plain element-order loop of the general layout
+          // on the same ids: an independent path to the same bits.
+          SweepBits plain;
+          plain.delta.assign(buckets, 0.0);
+          plain.magnitude.assign(buckets, 0.0);
+          plain.abs_oracle.assign(buckets, 0.0);
+          kcert::numerics::detail::SweepOutput out{plain.delta.data(), plain.magnitude.data(), plain.abs_oracle.data()};
+          kcert::numerics::detail::sweep_with("generic", ref64.data_ptr<double>(), prod64.data_ptr<double>(), ElementType::f64,
+                                              q, qr, q, n, periodic.data(), buckets, BucketPattern::general, 1.6e-2, 1e-5, out);
+          plain.e_prod = out.e_prod, plain.e_ref = out.e_ref, plain.peak = out.peak, plain.sse_prod = out.sse_prod;
+          plain.sse_ref = out.sse_ref, plain.violations = out.close_violations, plain.finite = out.finite;
+          INFO("side oracles " << sides);
+          CHECK(plain.delta == baseline.delta);
+          CHECK(plain.magnitude == baseline.magnitude);
+          CHECK(plain.abs_oracle == baseline.abs_oracle);
+          CHECK(plain.e_prod == baseline.e_prod);
+          CHECK(plain.e_ref == baseline.e_ref);
+          CHECK(plain.peak == baseline.peak);
+          CHECK(plain.violations == baseline.violations);
+        }
+        CHECK(baseline.e_prod > 0);
+        for (const auto& isa : isas) {
+          INFO("pattern " << static_cast<int>(pattern) << ", side oracles " << sides << ", " << isa);
+          CHECK(run(isa, ref64.data_ptr<double>(), prod64.data_ptr<double>(), ElementType::f64) == baseline);
+          CHECK(run(isa, ref32.data_ptr<float>(), prod32.data_ptr<float>(), ElementType::f32) == baseline);
+          CHECK(run(isa, ref_t.data_ptr(), prod_t.data_ptr(), ElementType::bf16) == baseline);
+        }
       }
     }
   }
