@@ -1,7 +1,9 @@
 #include "harness/stats/random_stream.hpp"
 
+#include <algorithm>
 #include <array>
 #include <stdexcept>
+#include <string>
 #include <string_view>
 
 namespace kcert::stats {
