@@ -30,7 +30,7 @@ constexpr Code kAvx2{"avx2", &avx2::words, &avx2::normals};
 constexpr Code kAvx512{"avx512", &avx512::words, &avx512::normals};
 
 const Code& best() {
-  static const Code& code = [&]() -> const Code& {
+  static const Code& code = []() -> const Code& {
 #if defined(__x86_64__)
     __builtin_cpu_init();
     if (__builtin_cpu_supports("avx512f")) return kAvx512;
@@ -59,8 +59,6 @@ void normals_with(const char* isa, std::uint32_t k0, std::uint32_t k1, std::uint
   named(isa).normals(k0, k1, first, groups, out);
 }
 }  // namespace detail
-
-const char* random_stream_isa() { return detail::best().isa; }
 
 namespace {
 constexpr std::size_t kGroup = RandomStream::kGroup;

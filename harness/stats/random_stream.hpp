@@ -56,9 +56,6 @@ class RandomStream {
   std::uint64_t group_ = 0;
 };
 
-// The instruction set the stream's vector code runs with here: avx512, avx2 or generic.
-const char* random_stream_isa();
-
 namespace detail {
 // The 64 words (normal: values) of groups first .. first + groups - 1 under key (k0, k1),
 // with one instruction set's code, for the tests that hold every copy to the same bits.
