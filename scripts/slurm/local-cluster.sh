@@ -84,7 +84,13 @@ CONF
     # Bounded by time, not tries: against a slurmd that died, each sinfo can take seconds.
     deadline=$((SECONDS + 30))
     while ((SECONDS < deadline)); do
-      pgrep -f "slurmd -f $dir/slurm.conf" >/dev/null || { echo "local-cluster: slurmd exited; logs in $dir/log" >&2; tail -5 "$dir/log/slurmd.log" >&2; exit 1; }
+      # slurmd daemonizes by forking twice; under load a check can land between the exits and
+      # see no slurmd while the daemon is starting (seen: 2 of 8 starts with a busy core), so
+      # it has exited only if a second look half a second later finds none either.
+      if ! pgrep -f "slurmd -f $dir/slurm.conf" >/dev/null; then
+        sleep 0.5
+        pgrep -f "slurmd -f $dir/slurm.conf" >/dev/null || { echo "local-cluster: slurmd exited; logs in $dir/log" >&2; tail -5 "$dir/log/slurmd.log" >&2; exit 1; }
+      fi
       state=$(timeout 5 sinfo -h -o %T 2>/dev/null | head -1 || true)
       [[ $state == idle* || $state == mixed* ]] && { echo "export SLURM_CONF=$dir/slurm.conf"; exit 0; }
       sleep 0.2
