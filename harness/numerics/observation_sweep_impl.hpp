@@ -62,6 +62,53 @@ void accumulate_row(const W* __restrict r, const W* __restrict p, const double* 
   }
 }
 
+// Four consecutive rows of the same buckets in one pass: each accumulator is loaded and
+// stored once per four elements instead of once per element (ten stores per element were
+// the loop's bottleneck). Each bucket still adds its rows in order t, t+1, t+2, t+3, so the
+// bits are those of accumulate_row. One core, 512 x 4096 bf16: AVX2 copy 2.63-2.75 -> 2.19-2.27
+// ns per element, AVX-512 1.77-1.80 -> 1.70-1.72 (interleaved, two rounds).
+template <bool kSideOracles, class W>
+void accumulate_rows4(const W* __restrict r, const W* __restrict p, const double* __restrict q,
+                      const double* __restrict qr, const double* __restrict qp, std::int64_t ld,
+                      double* __restrict sum_d, double* __restrict sum_m, double* __restrict sum_a,
+                      double* __restrict mp, double* __restrict mr, double* __restrict mk, double* __restrict sn,
+                      double* __restrict ssp, double* __restrict ssr, double* __restrict vio, double rtol,
+                      double atol, std::int64_t buckets) {
+  for (std::int64_t g = 0; g < buckets; ++g) {
+    double a_d = sum_d[g], a_m = sum_m[g], a_a = sum_a[g], a_mp = mp[g], a_mr = mr[g], a_mk = mk[g], a_sn = sn[g],
+           a_sp = ssp[g], a_sr = ssr[g], a_v = vio[g];
+#pragma GCC unroll 4
+    for (int t = 0; t < 4; ++t) {
+      const std::int64_t i = g + t * ld;  // ld: the row stride (all buckets)
+      const double rv = load(r + i), pv = load(p + i), qv = q[i];
+      const double qrv = kSideOracles ? qr[i] : qv, qpv = kSideOracles ? qp[i] : qv;
+      const double d = pv - rv;
+      a_d += d;
+      a_m += rv > 0.0 ? d : (rv < 0.0 ? -d : 0.0);
+      const double aq = __builtin_fabs(qv);
+      a_a += aq;
+      const double ep = __builtin_fabs(pv - qpv), er = __builtin_fabs(rv - qrv);
+      a_mp = a_mp < ep ? ep : a_mp;
+      a_mr = a_mr < er ? er : a_mr;
+      a_mk = a_mk < aq ? aq : a_mk;
+      a_sn += kSideOracles ? 0.0 * (d + qv + qrv + qpv) : 0.0 * (d + qv);
+      a_sp += (pv - qpv) * (pv - qpv);
+      a_sr += (rv - qrv) * (rv - qrv);
+      a_v += __builtin_fabs(d) > atol + rtol * __builtin_fabs(rv) ? 1.0 : 0.0;
+    }
+    sum_d[g] = a_d;
+    sum_m[g] = a_m;
+    sum_a[g] = a_a;
+    mp[g] = a_mp;
+    mr[g] = a_mr;
+    mk[g] = a_mk;
+    sn[g] = a_sn;
+    ssp[g] = a_sp;
+    ssr[g] = a_sr;
+    vio[g] = a_v;
+  }
+}
+
 template <class W>
 void sweep_typed(const W* ref, const W* prod, const double* oracle, const double* oracle_ref,
            const double* oracle_prod, std::int64_t n, const std::int64_t* ids, std::int64_t buckets,
@@ -82,6 +129,8 @@ void sweep_typed(const W* ref, const W* prod, const double* oracle, const double
     double* vio = scratch + 6 * buckets;
     const std::int64_t rows = n / buckets;
     const auto row = oracle_ref == oracle && oracle_prod == oracle ? accumulate_row<false, W> : accumulate_row<true, W>;
+    const auto rows4 =
+        oracle_ref == oracle && oracle_prod == oracle ? accumulate_rows4<false, W> : accumulate_rows4<true, W>;
     // The buckets in chunks whose ten accumulators fit the L1 data cache (10 x 512 x 8 bytes
     // = 40 KiB); a chunk runs down every row before the next chunk starts. Row by row over
     // all 4096 channels of #16 the accumulators (320 KiB) live in L2 and every element costs
@@ -90,7 +139,14 @@ void sweep_typed(const W* ref, const W* prod, const double* oracle, const double
     constexpr std::int64_t kChunk = 512;
     for (std::int64_t g0 = 0; g0 < buckets; g0 += kChunk) {
       const std::int64_t width = buckets - g0 < kChunk ? buckets - g0 : kChunk;
-      for (std::int64_t t = 0; t < rows; ++t) {
+      std::int64_t t = 0;
+      for (; t + 4 <= rows; t += 4) {
+        const std::int64_t at = t * buckets + g0;
+        rows4(ref + at, prod + at, oracle + at, oracle_ref + at, oracle_prod + at, buckets, out.delta + g0,
+              out.magnitude + g0, out.abs_oracle + g0, max_prod + g0, max_ref + g0, max_peak + g0, sentinel + g0,
+              ssp + g0, ssr + g0, vio + g0, rtol, atol, width);
+      }
+      for (; t < rows; ++t) {  // the last rows % 4
         const std::int64_t at = t * buckets + g0;
         row(ref + at, prod + at, oracle + at, oracle_ref + at, oracle_prod + at, out.delta + g0, out.magnitude + g0,
             out.abs_oracle + g0, max_prod + g0, max_ref + g0, max_peak + g0, sentinel + g0, ssp + g0, ssr + g0, vio + g0,
