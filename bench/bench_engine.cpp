@@ -24,7 +24,10 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-double bare_evaluation(const kcert::contract::TestCase& tc, const kcert::kernels::Registry& registry, std::int64_t batch) {
+// R replicates from index 0; when the run also evaluated a confirmation stream (a gate asked
+// for fresh replicates to confirm its verdict), `extra` more, so both sides evaluate as many.
+double bare_evaluation(const kcert::contract::TestCase& tc, const kcert::kernels::Registry& registry, std::int64_t batch,
+                       std::uint64_t extra) {
   const auto t0 = Clock::now();
   const auto& family = registry.family(tc.family);
   const auto& ref = registry.variant(tc.family, tc.reference.variant);
@@ -35,7 +38,7 @@ double bare_evaluation(const kcert::contract::TestCase& tc, const kcert::kernels
   kcert::kernels::KernelInputs fixed64;
   for (const auto& [n, t] : fixed.tensors()) fixed64.set(n, t.to(torch::kFloat64));
   torch::NoGradGuard no_grad;
-  const auto R = static_cast<std::int64_t>(tc.gates.replicates);
+  const auto R = static_cast<std::int64_t>(tc.gates.replicates + extra);
   for (std::int64_t done = 0; done < R; done += batch) {
     const auto b = std::min(batch, R - done);
     // The same parallel draw as the engine's: the bare work done the best way it can be.
@@ -92,6 +95,7 @@ int main(int argc, char** argv) {
 
   std::vector<double> harness, bare, kernels, observe, draw;
   std::int64_t batch = 0;
+  std::uint64_t evaluated = 0;
   for (int i = 0; i < reps; ++i) {
     const auto r = kcert::engine::run_case(tc, registry, options);
     harness.push_back(r.runtime.seconds);
@@ -99,12 +103,16 @@ int main(int argc, char** argv) {
     observe.push_back(r.runtime.observe_seconds);
     draw.push_back(r.runtime.draw_seconds);
     batch = r.runtime.batch;
-    bare.push_back(bare_evaluation(tc, registry, batch));
+    evaluated = r.replicates;
+    const auto extra = r.replicates > tc.gates.replicates ? r.replicates - tc.gates.replicates : 0;
+    bare.push_back(bare_evaluation(tc, registry, batch, extra));
   }
   const double h = median(harness), b = median(bare), k = median(kernels);
   const auto& policy = kcert::numerics::process_policy();
   std::printf("case %s: R = %llu replicates, batch %lld, %d threads, %d repetitions (medians)\n", tc.id.c_str(),
               static_cast<unsigned long long>(tc.gates.replicates), static_cast<long long>(batch), at::get_num_threads(), reps);
+  std::printf("  replicates evaluated    %8llu  (R plus any confirmation replicates; bare evaluates as many)\n",
+              static_cast<unsigned long long>(evaluated));
   std::printf("  OMP_WAIT_POLICY %s, OpenBLAS threads %s\n", policy.omp_wait_policy.c_str(), policy.openblas_threads.c_str());
   std::printf("  kcert run_case          %8.3f s  (%.0f replicates/s)\n", h, tc.gates.replicates / h);
   std::printf("  bare draw + evaluation  %8.3f s\n", b);
