@@ -253,11 +253,14 @@ CaseResult run_case(const contract::TestCase& tc_in, const kernels::Registry& re
   std::uint64_t evaluated = 0;
   // Replicates first .. first + count - 1 through the kernels and to every gate, in batches.
   // A batch's sweep runs on a thread of its own while this thread draws and evaluates the
-  // next batch: on two cores neither the draw nor the sweep gains from a second intra-op
-  // thread (measured: the sweep takes 0.21 s per 1024 N1 replicates on one thread, 0.29 s
-  // on two), so the sweep fills the other core instead of adding to the wall time (issue
-  // 17). The gates still see the batches one by one, in replicate order, so every result
-  // is the one a sequential run gives.
+  // next batch. The GEMM families, most of a suite's time, run their BLAS calls on one
+  // thread (kcert sets OPENBLAS_NUM_THREADS=1), so the sweep fills an idle core there. On
+  // the memory-bound elementwise families it competes with the kernels' two threads; the
+  // alternative, every batch swept inline on the intra-op threads, measured no better there
+  // (ten RMSNorm controls, 2026-12-02: better on four, worse on five, within this machine's
+  // run-to-run spread) and would give up the GEMM families' free core (issue 17). The gates
+  // still see the batches one by one, in replicate order, so every result is the one a
+  // sequential run gives.
   struct Sweeping {
     std::uint64_t first = 0;
     std::int64_t count = 0;

@@ -2,10 +2,14 @@
 
 #include <cmath>
 #include <memory>
+#include <mutex>
+#include <set>
 
+#include "harness/engine/draw.hpp"
 #include "harness/engine/engine.hpp"
 #include "harness/gates/bias_gate.hpp"
 #include "harness/kernels/registry.hpp"
+#include "harness/stats/random.hpp"
 #include "harness/store/json.hpp"
 #include "harness/testcase/loader.hpp"
 
@@ -118,6 +122,38 @@ TEST_CASE("a variant that returns the wrong dtype is a clear harness error", "[e
   CHECK_THROWS_WITH(kcert::engine::run_case(rmsnorm_case(registry, "gemma", "forgot_round"), registry, {}),
                     Catch::Contains("production variant 'forgot_round' returned Float, expected BFloat16"));
   CHECK_THROWS_WITH(registry.add_variant("rmsnorm", {{"gemma", "x", "", {}}, nullptr}), Catch::Contains("already registered"));
+}
+
+// at::parallel_for is a LibTorch header template whose OpenMP region is compiled into the
+// caller: built without -fopenmp, kcert's draw ran every replicate on one thread while
+// docs and comments said it was parallel (found 2026-12-02). A family that records the
+// intra-op thread of each draw shows which it is.
+TEST_CASE("a batch's replicates are drawn on every intra-op thread", "[engine][threads]") {
+  std::mutex m;
+  std::set<int> threads_seen;
+  kcert::kernels::Family family;
+  family.name = "threads";
+  family.make_replicate = [&](const kcert::kernels::ProbeContract&, const kcert::kernels::KernelInputs&,
+                              std::uint64_t seed) {
+    {
+      const std::lock_guard<std::mutex> lock(m);
+      threads_seen.insert(at::get_thread_num());
+    }
+    kcert::kernels::KernelInputs in;
+    in.set("x", torch::full({2}, static_cast<double>(seed % 1000)));
+    return in;
+  };
+  const int threads = at::get_num_threads();
+  at::set_num_threads(2);
+  const auto drawn = kcert::engine::draw_replicates(family, kcert::kernels::ProbeContract{}, {}, 7, 0, 8);
+  at::set_num_threads(threads);
+  CHECK(threads_seen == std::set<int>{0, 1});
+  // Each replicate comes from its own seed and lands in its own row, whichever thread drew it.
+  REQUIRE(drawn.at("x").sizes() == at::IntArrayRef({8, 2}));
+  for (std::uint64_t r = 0; r < 8; ++r) {
+    CHECK(drawn.at("x")[static_cast<std::int64_t>(r)][0].item<double>() ==
+          static_cast<double>(kcert::stats::derive_seed(7, r) % 1000));
+  }
 }
 
 TEST_CASE("the same case and seed give identical results across batch sizes and threads", "[engine][determinism]") {
