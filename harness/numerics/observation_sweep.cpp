@@ -39,7 +39,7 @@ void sweep(const void* ref, const void* prod, ElementType type, const double* or
            BucketPattern pattern, double rtol, double atol, SweepOutput& out) {
   static const SweepFn fn = pick();
   thread_local std::vector<double> scratch;
-  scratch.resize(static_cast<std::size_t>(7 * buckets));
+  scratch.resize(static_cast<std::size_t>(kScratchPerBucket * buckets));
   fn(ref, prod, type, oracle, oracle_ref, oracle_prod, n, ids, buckets, pattern, rtol, atol, scratch.data(), out);
 }
 
@@ -48,7 +48,7 @@ void sweep_with(const char* isa, const void* ref, const void* prod, ElementType 
                 std::int64_t buckets, BucketPattern pattern, double rtol, double atol, SweepOutput& out) {
   const std::string_view want = isa;
   const SweepFn fn = want == "avx512" ? &avx512::sweep : want == "avx2" ? &avx2::sweep : &generic::sweep;
-  std::vector<double> scratch(static_cast<std::size_t>(7 * buckets));
+  std::vector<double> scratch(static_cast<std::size_t>(kScratchPerBucket * buckets));
   fn(ref, prod, type, oracle, oracle_ref, oracle_prod, n, ids, buckets, pattern, rtol, atol, scratch.data(), out);
 }
 

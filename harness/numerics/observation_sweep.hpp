@@ -22,6 +22,10 @@ struct SweepOutput {
   bool finite = true;  // false: some input was NaN or ±inf and the sums are meaningless
 };
 
+// Doubles of scratch memory the sweep needs per bucket (the periodic layout's per-bucket
+// maxima, squared errors and tolerance violations).
+inline constexpr std::int64_t kScratchPerBucket = 6;
+
 // How ref and prod are stored: fp64, fp32, or bfloat16 bits (the sweep widens them itself).
 enum class ElementType { f64, f32, bf16 };
 struct Bf16 {

@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <limits>
 
 #include "harness/numerics/observations.hpp"
 
@@ -119,9 +120,9 @@ TEST_CASE("the sweep gives the same bits for every storage type and instruction 
   using kcert::numerics::detail::BucketPattern;
   using kcert::numerics::detail::ElementType;
   // 37 rows x 27 buckets: register blocks of 2, 4 or 8 buckets and a tail, nine 4-row passes
-  // and one single row; 5 rows x 1100 buckets: two of the periodic sweep's 512-bucket chunks
-  // and a partial third, one 4-row pass and one single row.
-  for (const auto& [rows, buckets] : {std::pair<std::int64_t, std::int64_t>{37, 27}, {5, 1100}}) {
+  // and one single row; 5 rows x 4500 buckets: one of the periodic sweep's 4096-bucket
+  // chunks and a partial second, one 4-row pass and one single row.
+  for (const auto& [rows, buckets] : {std::pair<std::int64_t, std::int64_t>{37, 27}, {5, 4500}}) {
     const std::int64_t n = rows * buckets;
     INFO(rows << " rows, " << buckets << " buckets");
     torch::manual_seed(11);
@@ -196,6 +197,82 @@ TEST_CASE("the sweep gives the same bits for every storage type and instruction 
           CHECK(run(isa, ref_t.data_ptr(), prod_t.data_ptr(), ElementType::bf16) == baseline);
         }
       }
+    }
+  }
+}
+
+// The periodic sweep has no per-element NaN sentinel: it reads non-finite inputs off its
+// sums, and a sum that overflowed on finite values is settled by an exact scan. Every input
+// array, every position class (first, middle, last row; first and last bucket), NaN and both
+// infinities, every pattern, storage type and instruction set.
+TEST_CASE("the sweep reports a non-finite input wherever it is, and an overflowing sum as finite", "[numerics][sweep]") {
+  using kcert::numerics::detail::BucketPattern;
+  using kcert::numerics::detail::ElementType;
+  const std::int64_t rows = 9, buckets = 13, n = rows * buckets;
+  std::vector<std::int64_t> periodic(n), blocked(n), general(n);
+  for (std::int64_t i = 0; i < n; ++i) {
+    periodic[i] = i % buckets;
+    blocked[i] = i / rows;
+    general[i] = (i * 7 + i / 5) % buckets;
+  }
+  std::vector<std::string> isas{"generic"};
+  __builtin_cpu_init();
+  if (__builtin_cpu_supports("avx2")) isas.push_back("avx2");
+  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512dq") &&
+      __builtin_cpu_supports("avx512vl"))
+    isas.push_back("avx512");
+  // Runs one sweep; ref/prod are given in fp64 and stored as `type` (values chosen exact in it).
+  // With `sides`, qr is the reference's own oracle (the selecting families' path); without,
+  // the sweep gets the one oracle array, as every other family gives it.
+  const auto finite_of = [&](const std::string& isa, ElementType type, BucketPattern pattern, const std::vector<std::int64_t>& ids,
+                             const std::vector<double>& r, const std::vector<double>& p, const std::vector<double>& q,
+                             const std::vector<double>& qr, bool sides) {
+    auto r64 = torch::tensor(r, torch::kFloat64), p64 = torch::tensor(p, torch::kFloat64);
+    const auto dtype = type == ElementType::bf16 ? torch::kBFloat16 : type == ElementType::f32 ? torch::kFloat32 : torch::kFloat64;
+    const auto rs = r64.to(dtype).contiguous(), ps = p64.to(dtype).contiguous();
+    std::vector<double> delta(buckets, 0.0), magnitude(buckets, 0.0), abs_oracle(buckets, 0.0);
+    kcert::numerics::detail::SweepOutput out{delta.data(), magnitude.data(), abs_oracle.data()};
+    kcert::numerics::detail::sweep_with(isa.c_str(), rs.data_ptr(), ps.data_ptr(), type, q.data(), sides ? qr.data() : q.data(), q.data(), n,
+                                        ids.data(), buckets, pattern, 1.6e-2, 1e-5, out);
+    return out.finite;
+  };
+  std::vector<double> base(n);
+  for (std::int64_t i = 0; i < n; ++i) base[i] = 0.25 * static_cast<double>((i % 11) - 5);  // exact in bf16
+  const double bad_values[] = {std::nan(""), std::numeric_limits<double>::infinity(), -std::numeric_limits<double>::infinity()};
+  for (const auto& [pattern, ids] : {std::pair{BucketPattern::periodic, &periodic}, std::pair{BucketPattern::blocked, &blocked},
+                                     std::pair{BucketPattern::general, &general}}) {
+    for (const auto& isa : isas) {
+      for (const auto type : {ElementType::f64, ElementType::f32, ElementType::bf16}) {
+        for (const bool sides : {false, true}) {
+          INFO("pattern " << static_cast<int>(pattern) << ", " << isa << ", type " << static_cast<int>(type)
+                          << ", side oracles " << sides);
+          CHECK(finite_of(isa, type, pattern, *ids, base, base, base, base, sides));
+          for (const std::int64_t at : {std::int64_t{0}, n / 2, n - 1, buckets - 1, (rows - 1) * buckets}) {
+            for (const double bad : bad_values) {
+              // ref, prod, oracle, and with side oracles the reference's own oracle
+              for (int which = 0; which < (sides ? 4 : 3); ++which) {
+                INFO("element " << at << " = " << bad << " in input " << which);
+                auto r = base, p = base, q = base, qr = base;
+                (which == 0 ? r : which == 1 ? p : which == 2 ? q : qr)[static_cast<std::size_t>(at)] = bad;
+                CHECK_FALSE(finite_of(isa, type, pattern, *ids, r, p, q, qr, sides));
+              }
+            }
+          }
+          // Both infinities of ref and prod in one element (inf - inf is NaN, -inf - inf is -inf).
+          for (const double second : {std::numeric_limits<double>::infinity(), -std::numeric_limits<double>::infinity()}) {
+            auto r = base, p = base;
+            r[3] = std::numeric_limits<double>::infinity();
+            p[3] = second;
+            CHECK_FALSE(finite_of(isa, type, pattern, *ids, r, p, base, base, sides));
+          }
+          // Finite oracles whose sums overflow within a bucket (9 rows of 1e308): finite.
+          const std::vector<double> big(static_cast<std::size_t>(n), 1e308);
+          CHECK(finite_of(isa, type, pattern, *ids, base, base, big, big, sides));
+        }
+      }
+      // fp64 operands whose difference overflows: ref 1e308, prod -1e308 (d = -inf): finite.
+      const std::vector<double> hi(static_cast<std::size_t>(n), 1e308), lo(static_cast<std::size_t>(n), -1e308);
+      CHECK(finite_of(isa, ElementType::f64, pattern, *ids, hi, lo, base, base, false));
     }
   }
 }
