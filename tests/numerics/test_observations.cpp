@@ -1,5 +1,6 @@
 #include "tests/catch_torch.hpp"
 
+#include <array>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -112,6 +113,31 @@ struct SweepBits {
            same(sse_ref, o.sse_ref) && same(violations, o.violations) && finite == o.finite;
   }
 };
+
+// The sweep copies this CPU can run, the baseline first.
+std::vector<std::string> sweep_isas() {
+  std::vector<std::string> isas{"generic"};
+  __builtin_cpu_init();
+  if (__builtin_cpu_supports("avx2")) isas.push_back("avx2");
+  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512dq") &&
+      __builtin_cpu_supports("avx512vl"))
+    isas.push_back("avx512");
+  return isas;
+}
+
+// Bucket ids of rows x buckets elements in each pattern: periodic (i % buckets), blocked
+// (i / rows) and an arbitrary table.
+std::array<std::vector<std::int64_t>, 3> bucket_ids(std::int64_t rows, std::int64_t buckets) {
+  const std::int64_t n = rows * buckets;
+  std::array<std::vector<std::int64_t>, 3> ids{std::vector<std::int64_t>(n), std::vector<std::int64_t>(n),
+                                              std::vector<std::int64_t>(n)};
+  for (std::int64_t i = 0; i < n; ++i) {
+    ids[0][i] = i % buckets;
+    ids[1][i] = i / rows;
+    ids[2][i] = (i * 7 + i / 5) % buckets;
+  }
+  return ids;
+}
 }  // namespace
 
 // The sweep reads bf16 and fp32 as stored and is compiled once per instruction set: every
@@ -132,18 +158,8 @@ TEST_CASE("the sweep gives the same bits for every storage type and instruction 
     const auto alt_t = oracle_t + 1e-4 * torch::randn({n}, torch::kFloat64);
     const auto ref64 = ref_t.to(torch::kFloat64).contiguous(), prod64 = prod_t.to(torch::kFloat64).contiguous();
     const auto ref32 = ref_t.to(torch::kFloat32).contiguous(), prod32 = prod_t.to(torch::kFloat32).contiguous();
-    std::vector<std::int64_t> periodic(n), blocked(n), general(n);
-    for (std::int64_t i = 0; i < n; ++i) {
-      periodic[i] = i % buckets;
-      blocked[i] = i / rows;
-      general[i] = (i * 7 + i / 5) % buckets;
-    }
-    std::vector<std::string> isas{"generic"};
-    __builtin_cpu_init();
-    if (__builtin_cpu_supports("avx2")) isas.push_back("avx2");
-    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512dq") &&
-        __builtin_cpu_supports("avx512vl"))
-      isas.push_back("avx512");
+    const auto [periodic, blocked, general] = bucket_ids(rows, buckets);
+    const auto isas = sweep_isas();
     INFO("sweep() runs " << kcert::numerics::detail::sweep_isa());
     const double* q = oracle_t.data_ptr<double>();
     for (const auto& [pattern, ids] : {std::pair{BucketPattern::periodic, &periodic}, std::pair{BucketPattern::blocked, &blocked},
@@ -209,18 +225,8 @@ TEST_CASE("the sweep reports a non-finite input wherever it is, and an overflowi
   using kcert::numerics::detail::BucketPattern;
   using kcert::numerics::detail::ElementType;
   const std::int64_t rows = 9, buckets = 13, n = rows * buckets;
-  std::vector<std::int64_t> periodic(n), blocked(n), general(n);
-  for (std::int64_t i = 0; i < n; ++i) {
-    periodic[i] = i % buckets;
-    blocked[i] = i / rows;
-    general[i] = (i * 7 + i / 5) % buckets;
-  }
-  std::vector<std::string> isas{"generic"};
-  __builtin_cpu_init();
-  if (__builtin_cpu_supports("avx2")) isas.push_back("avx2");
-  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512dq") &&
-      __builtin_cpu_supports("avx512vl"))
-    isas.push_back("avx512");
+  const auto [periodic, blocked, general] = bucket_ids(rows, buckets);
+  const auto isas = sweep_isas();
   // Runs one sweep; ref/prod are given in fp64 and stored as `type` (values chosen exact in it).
   // With `sides`, qr is the reference's own oracle (the selecting families' path); without,
   // the sweep gets the one oracle array, as every other family gives it.
