@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cmath>
 #include <future>
+#include <memory>
 #include <stdexcept>
 
 #include "harness/gates/algebra_gate.hpp"
@@ -14,6 +15,7 @@
 #include "harness/gates/bias_gate.hpp"
 #include "harness/gates/variance_gate.hpp"
 #include "harness/numerics/observations.hpp"
+#include "harness/numerics/process_policy.hpp"
 #include "harness/numerics/runtime.hpp"
 #include "harness/stats/random.hpp"
 
@@ -252,20 +254,24 @@ CaseResult run_case(const contract::TestCase& tc_in, const kernels::Registry& re
   std::int64_t batch = options.batch;
   std::uint64_t evaluated = 0;
   // Replicates first .. first + count - 1 through the kernels and to every gate, in batches.
-  // A batch's sweep runs on a thread of its own while this thread draws and evaluates the
-  // next batch. The GEMM families, most of a suite's time, run their BLAS calls on one
-  // thread (kcert sets OPENBLAS_NUM_THREADS=1), so the sweep fills an idle core there. On
-  // the memory-bound elementwise families it competes with the kernels' two threads; the
-  // alternative, every batch swept inline on the intra-op threads, measured no better there
-  // (ten RMSNorm controls, 2026-12-02: better on four, worse on five, within this machine's
-  // run-to-run spread) and would give up the GEMM families' free core (issue 17). The gates
-  // still see the batches one by one, in replicate order, so every result is the one a
-  // sequential run gives.
+  // A batch's sweep is shared out by replicate (numerics::BatchSweep): a thread in the idle
+  // scheduling class sweeps while this thread draws and evaluates the next batch, so it
+  // takes only the core time the kernels leave (the GEMM families run their BLAS calls on
+  // one thread, kcert sets OPENBLAS_NUM_THREADS=1, and leave a core free; the elementwise
+  // families leave the gaps between their parallel loops), and the settle step sweeps what
+  // it left on the intra-op threads. A sweep thread of normal priority took its core time
+  // from the kernels' two threads instead, and each of their parallel loops waits for its
+  // slowest thread: on #16 the sweep's 0.7 s of CPU cost about 1.3 s of wall time, and the
+  // idle class took harness/bare from 1.31-1.38 to 1.08-1.20 (four interleaved rounds,
+  // issue 17). The gates still see the batches one by one, in replicate order, and each
+  // replicate is swept whole by one thread, so every result is the one a sequential run
+  // gives.
   struct Sweeping {
     std::uint64_t first = 0;
     std::int64_t count = 0;
     std::vector<gates::AlgebraObservation> fp64;
-    std::future<numerics::BatchObservations> observations;
+    std::shared_ptr<numerics::BatchSweep> sweep;
+    std::future<void> background;  // the idle-class thread sweeping beside the next batch
   };
   const auto observe_range = [&](std::uint64_t first, std::uint64_t count) {
     std::optional<Sweeping> pending;
@@ -275,7 +281,8 @@ CaseResult run_case(const contract::TestCase& tc_in, const kernels::Registry& re
       auto batch_done = std::move(*pending);
       pending.reset();
       const auto to = Clock::now();
-      const auto obs = batch_done.observations.get();
+      const auto obs = batch_done.sweep->finish();
+      if (batch_done.background.valid()) batch_done.background.get();  // it has run out of replicates
       const gates::ReplicateBatch seen_batch{batch_done.first, obs.replicates, batch_done.fp64,
                                              obs.nonfinite ? &*obs.nonfinite : nullptr};
       for (auto* o : observers) o->observe(seen_batch);
@@ -331,18 +338,17 @@ CaseResult run_case(const contract::TestCase& tc_in, const kernels::Registry& re
                                            result.output_shape);
         result.runtime.observe_seconds += seconds_since(tc0);
       }
-      // The range's last batch has no next batch to hide its sweep behind, so it is swept
-      // when settled, its replicates split over the intra-op threads (deferred: it runs in
-      // settle(), after the previous batch's sweep is done). With few batches per range (n3:
-      // 1 + 128 + 127 replicates) that exposed sweep was a quarter of the run. Each replicate
-      // is still swept by one thread in element order: the same bits either way.
-      const bool last = seen + static_cast<std::uint64_t>(b) >= count;
-      next.observations =
-          std::async(last ? std::launch::deferred : std::launch::async,
-                     [out, r, &layout, shape = result.output_shape, out_format, parallel = last] {
-                       return numerics::observe(out.ref, out.prod, out.oracle, out.oracle_alt, *layout,
-                                                static_cast<std::int64_t>(r), shape, out_format, parallel);
-                     });
+      // The range's last batch has no next batch to hide its sweep behind: settle() sweeps
+      // it all on the intra-op threads. With few batches per range (n3: 1 + 128 + 127
+      // replicates) a last batch swept on one thread was a quarter of the run.
+      next.sweep = std::make_shared<numerics::BatchSweep>(out.ref, out.prod, out.oracle, out.oracle_alt, *layout,
+                                                          static_cast<std::int64_t>(r), result.output_shape, out_format);
+      if (seen + static_cast<std::uint64_t>(b) < count) {
+        next.background = std::async(std::launch::async, [sweep = next.sweep] {
+          numerics::run_this_thread_when_idle();
+          sweep->help();
+        });
+      }
       pending = std::move(next);
       seen += static_cast<std::uint64_t>(b);
     }

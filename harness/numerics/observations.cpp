@@ -1,8 +1,11 @@
 #include "harness/numerics/observations.hpp"
 
+#include <algorithm>
 #include <atomic>
+#include <condition_variable>
 #include <cmath>
 #include <limits>
+#include <mutex>
 #include <stdexcept>
 
 namespace kcert::numerics {
@@ -100,95 +103,142 @@ SideOracles resolve_near_ties(const torch::Tensor& ref, const torch::Tensor& pro
 
 }  // namespace
 
-BatchObservations observe(const torch::Tensor& ref_t, const torch::Tensor& prod_t, const torch::Tensor& oracle_t,
-                          const torch::Tensor& oracle_alt, const BucketLayout& layout, std::int64_t first_replicate,
-                          at::IntArrayRef output_shape, stats::FloatFormat working, bool parallel) {
-  const auto [rtol, atol] = assert_close_tolerances(working);
+struct BatchSweep::Prepared {
+  torch::Tensor ref, prod, oracle;  // contiguous on the CPU; ref and prod as stored or fp64
+  std::optional<SideOracles> sides;
+  detail::ElementType type = detail::ElementType::f64;
+  const double* oracle_ref = nullptr;
+  const double* oracle_prod = nullptr;
+  const BucketLayout* layout = nullptr;
+  std::vector<std::int64_t> shape;
+  std::int64_t first = 0, batch = 0, n = 0;
+  double rtol = 0.0, atol = 0.0;
+  BatchObservations out;
+  std::atomic<std::int64_t> next{0};  // the first replicate no thread has taken
+  std::atomic<bool> all_finite{true};
+  std::mutex mutex;
+  std::condition_variable all_done;
+  std::int64_t done = 0;  // replicates swept (under mutex)
+};
+
+BatchSweep::BatchSweep(const torch::Tensor& ref_t, const torch::Tensor& prod_t, const torch::Tensor& oracle_t,
+                       const torch::Tensor& oracle_alt, const BucketLayout& layout, std::int64_t first_replicate,
+                       at::IntArrayRef output_shape, stats::FloatFormat working)
+    : p_(std::make_unique<Prepared>()) {
+  auto& p = *p_;
+  std::tie(p.rtol, p.atol) = assert_close_tolerances(working);
   // ref and prod are swept as stored (bf16, fp32) and widened in the sweep: W values are
   // exact in fp64, and fp64 copies of both cost more memory traffic than the sweep itself.
-  auto ref = ref_t.to(torch::kCPU).contiguous();
-  auto prod = prod_t.to(torch::kCPU).contiguous();
-  detail::ElementType type = detail::ElementType::f64;
-  if (ref.scalar_type() == prod.scalar_type() && ref.scalar_type() == torch::kBFloat16) {
-    type = detail::ElementType::bf16;
-  } else if (ref.scalar_type() == prod.scalar_type() && ref.scalar_type() == torch::kFloat32) {
-    type = detail::ElementType::f32;
+  p.ref = ref_t.to(torch::kCPU).contiguous();
+  p.prod = prod_t.to(torch::kCPU).contiguous();
+  if (p.ref.scalar_type() == p.prod.scalar_type() && p.ref.scalar_type() == torch::kBFloat16) {
+    p.type = detail::ElementType::bf16;
+  } else if (p.ref.scalar_type() == p.prod.scalar_type() && p.ref.scalar_type() == torch::kFloat32) {
+    p.type = detail::ElementType::f32;
   } else {
-    ref = ref.to(torch::kFloat64);
-    prod = prod.to(torch::kFloat64);
+    p.ref = p.ref.to(torch::kFloat64);
+    p.prod = p.prod.to(torch::kFloat64);
   }
-  const auto oracle = oracle_t.to(torch::kCPU).to(torch::kFloat64).contiguous();
-  std::optional<SideOracles> sides;
+  p.oracle = oracle_t.to(torch::kCPU).to(torch::kFloat64).contiguous();
   if (oracle_alt.defined()) {
-    sides = resolve_near_ties(ref.to(torch::kFloat64), prod.to(torch::kFloat64), oracle,
-                              oracle_alt.to(torch::kCPU).to(torch::kFloat64).contiguous());
+    p.sides = resolve_near_ties(p.ref.to(torch::kFloat64), p.prod.to(torch::kFloat64), p.oracle,
+                                oracle_alt.to(torch::kCPU).to(torch::kFloat64).contiguous());
   }
-  const double* oracle_ref = sides ? sides->ref.data_ptr<double>() : oracle.data_ptr<double>();
-  const double* oracle_prod = sides ? sides->prod.data_ptr<double>() : oracle.data_ptr<double>();
-  const std::int64_t batch = ref.size(0);
-  const auto n = static_cast<std::int64_t>(layout.ids.size());
-  const auto G = static_cast<std::size_t>(layout.buckets);
+  p.oracle_ref = p.sides ? p.sides->ref.data_ptr<double>() : p.oracle.data_ptr<double>();
+  p.oracle_prod = p.sides ? p.sides->prod.data_ptr<double>() : p.oracle.data_ptr<double>();
+  p.layout = &layout;
+  p.shape.assign(output_shape.begin(), output_shape.end());
+  p.first = first_replicate;
+  p.batch = p.ref.size(0);
+  p.n = static_cast<std::int64_t>(layout.ids.size());
+  p.out.replicates.resize(static_cast<std::size_t>(p.batch));
+}
 
-  BatchObservations out;
-  const auto locate_nonfinite = [&]() {
+BatchSweep::~BatchSweep() = default;
+
+void BatchSweep::sweep_one(std::int64_t b) {
+  auto& p = *p_;
+  const auto& layout = *p.layout;
+  const auto G = static_cast<std::size_t>(layout.buckets);
+  const auto n = p.n;
+  auto& o = p.out.replicates[static_cast<std::size_t>(b)];
+  o.delta.assign(G, 0.0);
+  o.magnitude.assign(G, 0.0);
+  o.abs_oracle.assign(G, 0.0);
+  detail::SweepOutput sweep_out{o.delta.data(), o.magnitude.data(), o.abs_oracle.data()};
+  const auto offset = static_cast<std::size_t>(b * n) * p.ref.element_size();
+  detail::sweep(static_cast<const char*>(p.ref.data_ptr()) + offset, static_cast<const char*>(p.prod.data_ptr()) + offset,
+                p.type, p.oracle.data_ptr<double>() + b * n, p.oracle_ref + b * n, p.oracle_prod + b * n, n,
+                layout.ids.data(), layout.buckets, layout.pattern, p.rtol, p.atol, sweep_out);
+  if (p.sides) o.selection = p.sides->counts[static_cast<std::size_t>(b)];
+  if (!sweep_out.finite) p.all_finite = false;
+  o.e_prod = sweep_out.e_prod;
+  o.rmse_prod = std::sqrt(sweep_out.sse_prod / static_cast<double>(n));
+  o.rmse_ref = std::sqrt(sweep_out.sse_ref / static_cast<double>(n));
+  o.close_violations = sweep_out.close_violations;
+  o.e_ref = sweep_out.e_ref;
+  o.peak = sweep_out.peak;
+  for (std::size_t g = 0; g < G; ++g) {
+    const auto c = static_cast<double>(layout.counts[g]);
+    o.delta[g] /= c;
+    o.magnitude[g] /= c;
+    o.abs_oracle[g] /= c;
+  }
+}
+
+void BatchSweep::help() {
+  auto& p = *p_;
+  for (auto b = p.next.fetch_add(1); b < p.batch; b = p.next.fetch_add(1)) {
+    sweep_one(b);
+    const std::lock_guard lock(p.mutex);
+    if (++p.done == p.batch) p.all_done.notify_all();
+  }
+}
+
+BatchObservations BatchSweep::finish(bool parallel) {
+  auto& p = *p_;
+  swept_at_finish_ = std::max<std::int64_t>(0, p.batch - p.next.load());
+  if (swept_at_finish_ > 0) {
+    // One help() per intra-op thread: each takes replicates until none is left, so a thread
+    // that drew short replicates (or started late) does not leave the others waiting.
+    if (parallel) {
+      at::parallel_for(0, at::get_num_threads(), 1, [&](std::int64_t, std::int64_t) { help(); });
+    } else {
+      help();
+    }
+  }
+  {
+    std::unique_lock lock(p.mutex);
+    p.all_done.wait(lock, [&] { return p.done == p.batch; });
+  }
+  auto& out = p.out;
+  if (!p.all_finite) {
     // Rare path: find the first offending element, in replicate and element order.
-    const auto ref64 = ref.to(torch::kFloat64), prod64 = prod.to(torch::kFloat64);
+    const auto ref64 = p.ref.to(torch::kFloat64), prod64 = p.prod.to(torch::kFloat64);
     const double* pr = ref64.data_ptr<double>();
     const double* pp = prod64.data_ptr<double>();
-    const double* po = oracle.data_ptr<double>();
-    for (std::int64_t k = 0; k < batch * n; ++k) {
+    const double* po = p.oracle.data_ptr<double>();
+    out.replicates.clear();
+    const auto n = p.n;
+    for (std::int64_t k = 0; k < p.batch * n; ++k) {
       const bool fr = std::isfinite(pr[k]), fp = std::isfinite(pp[k]), fo = std::isfinite(po[k]);
       if (fr && fp && fo) continue;
       const double bad = !fp ? pp[k] : !fr ? pr[k] : po[k];
       const char* side = !fp ? "production" : !fr ? "reference" : "oracle";
       const std::int64_t i = k % n;
       out.nonfinite = gates::NonFinite{side, describe_nonfinite(bad),
-                                gates::Location{first_replicate + k / n, i, unravel(i, output_shape),
-                                                layout.ids[static_cast<std::size_t>(i)]}};
-      return;
-    }
-  };
-  std::atomic<bool> all_finite{true};
-  out.replicates.resize(static_cast<std::size_t>(batch));
-  // Replicates are independent and each is swept by one thread in element order, so the
-  // result does not depend on the thread count.
-  const auto sweep_replicates = [&](std::int64_t begin, std::int64_t end) {
-  for (std::int64_t b = begin; b < end; ++b) {
-    auto& o = out.replicates[static_cast<std::size_t>(b)];
-    o.delta.assign(G, 0.0);
-    o.magnitude.assign(G, 0.0);
-    o.abs_oracle.assign(G, 0.0);
-    detail::SweepOutput sweep_out{o.delta.data(), o.magnitude.data(), o.abs_oracle.data()};
-    const auto offset = static_cast<std::size_t>(b * n) * ref.element_size();
-    detail::sweep(static_cast<const char*>(ref.data_ptr()) + offset, static_cast<const char*>(prod.data_ptr()) + offset,
-                  type, oracle.data_ptr<double>() + b * n, oracle_ref + b * n, oracle_prod + b * n, n,
-                  layout.ids.data(), layout.buckets, layout.pattern, rtol, atol, sweep_out);
-    if (sides) o.selection = sides->counts[static_cast<std::size_t>(b)];
-    if (!sweep_out.finite) all_finite = false;
-    o.e_prod = sweep_out.e_prod;
-    o.rmse_prod = std::sqrt(sweep_out.sse_prod / static_cast<double>(n));
-    o.rmse_ref = std::sqrt(sweep_out.sse_ref / static_cast<double>(n));
-    o.close_violations = sweep_out.close_violations;
-    o.e_ref = sweep_out.e_ref;
-    o.peak = sweep_out.peak;
-    for (std::size_t g = 0; g < G; ++g) {
-      const auto c = static_cast<double>(layout.counts[g]);
-      o.delta[g] /= c;
-      o.magnitude[g] /= c;
-      o.abs_oracle[g] /= c;
+                                       gates::Location{p.first + k / n, i, unravel(i, p.shape),
+                                                       p.layout->ids[static_cast<std::size_t>(i)]}};
+      break;
     }
   }
-  };
-  if (parallel) {
-    at::parallel_for(0, batch, 1, sweep_replicates);
-  } else {
-    sweep_replicates(0, batch);
-  }
-  if (!all_finite) {
-    locate_nonfinite();
-    out.replicates.clear();
-  }
-  return out;
+  return std::move(out);
+}
+
+BatchObservations observe(const torch::Tensor& ref, const torch::Tensor& prod, const torch::Tensor& oracle,
+                          const torch::Tensor& oracle_alt, const BucketLayout& layout, std::int64_t first_replicate,
+                          at::IntArrayRef output_shape, stats::FloatFormat working, bool parallel) {
+  return BatchSweep(ref, prod, oracle, oracle_alt, layout, first_replicate, output_shape, working).finish(parallel);
 }
 
 std::vector<gates::AlgebraObservation> compare_fp64(const torch::Tensor& ref64_t, const torch::Tensor& prod64_t,
@@ -199,32 +249,37 @@ std::vector<gates::AlgebraObservation> compare_fp64(const torch::Tensor& ref64_t
   const auto n = static_cast<std::int64_t>(layout.ids.size());
   const double* r = ref64.data_ptr<double>();
   const double* p = prod64.data_ptr<double>();
-  const auto at = [&](std::int64_t b, std::int64_t i) {
+  const auto location = [&](std::int64_t b, std::int64_t i) {
     return gates::Location{first + b, i, unravel(i, shape), layout.ids[static_cast<std::size_t>(i)]};
   };
-  std::vector<gates::AlgebraObservation> out;
-  for (std::int64_t b = 0; b < ref64.size(0); ++b, r += n, p += n) {
-    gates::AlgebraObservation o;
-    double max_ref = 0.0, max_diff = 0.0;
-    std::int64_t arg = 0;
-    for (std::int64_t i = 0; i < n; ++i) {
-      const bool fr = std::isfinite(r[i]), fp = std::isfinite(p[i]);
-      if (!fr || !fp) {
-        const bool same = (std::isnan(r[i]) && std::isnan(p[i])) || (!fr && !fp && r[i] == p[i]);
-        if (!same && !o.mismatch) o.mismatch = at(b, i);
-        continue;
+  // Replicates are independent, so they are compared on the intra-op threads (this runs on
+  // the engine's thread between kernels, when nothing else is).
+  std::vector<gates::AlgebraObservation> out(static_cast<std::size_t>(ref64.size(0)));
+  at::parallel_for(0, ref64.size(0), 1, [&](std::int64_t begin, std::int64_t end) {
+    for (std::int64_t b = begin; b < end; ++b) {
+      const double* rb = r + b * n;
+      const double* pb = p + b * n;
+      auto& o = out[static_cast<std::size_t>(b)];
+      double max_ref = 0.0, max_diff = 0.0;
+      std::int64_t arg = 0;
+      for (std::int64_t i = 0; i < n; ++i) {
+        const bool fr = std::isfinite(rb[i]), fp = std::isfinite(pb[i]);
+        if (!fr || !fp) {
+          const bool same = (std::isnan(rb[i]) && std::isnan(pb[i])) || (!fr && !fp && rb[i] == pb[i]);
+          if (!same && !o.mismatch) o.mismatch = location(b, i);
+          continue;
+        }
+        max_ref = std::max(max_ref, std::fabs(rb[i]));
+        const double d = std::fabs(pb[i] - rb[i]);
+        if (d > max_diff) {
+          max_diff = d;
+          arg = i;
+        }
       }
-      max_ref = std::max(max_ref, std::fabs(r[i]));
-      const double d = std::fabs(p[i] - r[i]);
-      if (d > max_diff) {
-        max_diff = d;
-        arg = i;
-      }
+      o.discrepancy = max_diff / std::max(max_ref, std::numeric_limits<double>::min());
+      o.worst = location(b, arg);
     }
-    o.discrepancy = max_diff / std::max(max_ref, std::numeric_limits<double>::min());
-    o.worst = at(b, arg);
-    out.push_back(std::move(o));
-  }
+  });
   return out;
 }
 

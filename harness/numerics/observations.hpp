@@ -5,6 +5,7 @@
 // fixed order, so results do not depend on threads or batch size.
 #include <torch/torch.h>
 
+#include <memory>
 #include <optional>
 #include <vector>
 
@@ -37,10 +38,42 @@ std::pair<double, double> assert_close_tolerances(stats::FloatFormat working);
 // two differ, each side is measured against the one it is closer to (max |error| in the
 // row), and ReplicateObservation::selection counts the decisions.
 // parallel: sweep the replicates on LibTorch's intra-op threads; false sweeps them one after
-// another on the calling thread (the engine's sweep thread, beside the kernels' threads).
+// another on the calling thread.
 BatchObservations observe(const torch::Tensor& ref, const torch::Tensor& prod, const torch::Tensor& oracle,
                           const torch::Tensor& oracle_alt, const BucketLayout& layout, std::int64_t first_replicate,
                           at::IntArrayRef output_shape, stats::FloatFormat working, bool parallel = true);
+
+// observe() as a job that any number of threads can share, one replicate at a time: the
+// engine gives a batch to a thread of low priority, which sweeps in the gaps the next
+// batch's kernels leave on the cores, and finish() sweeps whatever is left on the intra-op
+// threads. A replicate is always swept whole by one thread in element order, so the result
+// is the same bits however the replicates were shared out.
+class BatchSweep {
+ public:
+  // Prepares the batch on the calling thread (contiguous CPU copies where needed, and a
+  // selecting family's side oracles, which are LibTorch operations); the tensors are kept.
+  BatchSweep(const torch::Tensor& ref, const torch::Tensor& prod, const torch::Tensor& oracle,
+             const torch::Tensor& oracle_alt, const BucketLayout& layout, std::int64_t first_replicate,
+             at::IntArrayRef output_shape, stats::FloatFormat working);
+  BatchSweep(const BatchSweep&) = delete;
+  BatchSweep& operator=(const BatchSweep&) = delete;
+  ~BatchSweep();
+
+  // Sweeps replicates no other thread has taken until none is left. Any thread, any time.
+  void help();
+  // Sweeps what is left (on the intra-op threads when `parallel`, else on this thread),
+  // waits for the replicates other threads are sweeping, and returns the observations.
+  // Call once.
+  BatchObservations finish(bool parallel = true);
+  // Replicates swept by finish() rather than by help() before it (for the runtime block).
+  std::int64_t swept_at_finish() const { return swept_at_finish_; }
+
+ private:
+  struct Prepared;
+  void sweep_one(std::int64_t b);
+  std::unique_ptr<Prepared> p_;
+  std::int64_t swept_at_finish_ = 0;
+};
 
 // The algebra gate's comparison (method.md §2) of the oracle (the reference under the fp64
 // policy) with production under the fp64 policy, one observation per replicate [B, ...].

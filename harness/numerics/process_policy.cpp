@@ -2,6 +2,7 @@
 
 #include <dlfcn.h>
 #include <sched.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -202,6 +203,16 @@ const ProcessPolicy& process_policy() {
     g_applied = true;
   }
   return g_policy;
+}
+
+bool run_this_thread_when_idle() {
+  // SCHED_IDLE: the thread runs only on a core no normal thread wants, and a waking normal
+  // thread takes the core back at once. Lowering a thread's priority needs no privilege;
+  // nice 19 is the fallback where the policy is refused (a weight of 15 against 1024).
+  sched_param param{};
+  param.sched_priority = 0;
+  if (::sched_setscheduler(0, SCHED_IDLE, &param) == 0) return true;
+  return ::setpriority(PRIO_PROCESS, static_cast<id_t>(::gettid()), 19) == 0;
 }
 
 }  // namespace kcert::numerics

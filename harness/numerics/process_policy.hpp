@@ -43,6 +43,11 @@ const ProcessPolicy& process_policy();
 // Nehalem, ...) on a CPU whose instruction set supports `cpu_best`; "" to leave it alone.
 std::string choose_openblas_core(const std::string& detected, const std::string& cpu_best);
 
+// Lowers the calling thread (only it, not the process) to the idle scheduling class, or to
+// nice 19 where that is refused. There is no way back without privileges, so it is for
+// threads that end after their work: the engine's background sweep. False if both failed.
+bool run_this_thread_when_idle();
+
 // The OpenBLAS core in use ("" when LibTorch does not run on OpenBLAS).
 std::string openblas_core();
 

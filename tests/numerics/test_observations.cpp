@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <thread>
 
 #include "harness/numerics/observations.hpp"
 
@@ -280,5 +281,87 @@ TEST_CASE("the sweep reports a non-finite input wherever it is, and an overflowi
       const std::vector<double> hi(static_cast<std::size_t>(n), 1e308), lo(static_cast<std::size_t>(n), -1e308);
       CHECK(finite_of(isa, ElementType::f64, pattern, *ids, hi, lo, base, base, false));
     }
+  }
+}
+
+namespace {
+// Every number of a replicate's observation, as bits.
+bool same_bits(const kcert::gates::ReplicateObservation& a, const kcert::gates::ReplicateObservation& b) {
+  const auto same = [](double x, double y) { return std::memcmp(&x, &y, sizeof x) == 0; };
+  const auto same_v = [&](const std::vector<double>& x, const std::vector<double>& y) {
+    if (x.size() != y.size()) return false;
+    for (std::size_t i = 0; i < x.size(); ++i)
+      if (!same(x[i], y[i])) return false;
+    return true;
+  };
+  return same_v(a.delta, b.delta) && same_v(a.magnitude, b.magnitude) && same_v(a.abs_oracle, b.abs_oracle) &&
+         same(a.e_prod, b.e_prod) && same(a.e_ref, b.e_ref) && same(a.peak, b.peak) && same(a.rmse_prod, b.rmse_prod) &&
+         same(a.rmse_ref, b.rmse_ref) && same(a.close_violations, b.close_violations);
+}
+}  // namespace
+
+// The engine shares a batch's sweep out by replicate between a background thread and the
+// intra-op threads; whoever sweeps which replicate, the observations must be those of one
+// thread sweeping them all in order.
+TEST_CASE("a batch shared out among threads gives the observations of one thread", "[numerics][sweep]") {
+  // Replicates large enough (0.2-0.5 ms each) that helpers are mid-replicate when finish() runs out.
+  const std::vector<int64_t> shape{257, 600};
+  const auto layout = kcert::numerics::make_bucket_layout(torch::arange(600).expand({257, 600}).contiguous(), shape);
+  constexpr std::int64_t kBatch = 23;
+  torch::manual_seed(5);
+  const auto oracle = torch::randn({kBatch, 257, 600}, torch::kFloat64) * 2 - 0.5;
+  const auto ref = oracle.to(torch::kBFloat16);
+  const auto prod = (oracle * (1 + 2e-3 * torch::randn({kBatch, 257, 600}, torch::kFloat64))).to(torch::kBFloat16);
+  const auto bf16 = kcert::stats::FloatFormat::bf16;
+  const auto one = kcert::numerics::observe(ref, prod, oracle, torch::Tensor(), layout, 40, shape, bf16, false);
+  REQUIRE(one.replicates.size() == kBatch);
+  const auto check_same = [&](const kcert::numerics::BatchObservations& got) {
+    REQUIRE(got.replicates.size() == kBatch);
+    CHECK_FALSE(got.nonfinite.has_value());
+    for (std::int64_t b = 0; b < kBatch; ++b) {
+      INFO("replicate " << b);
+      CHECK(same_bits(got.replicates[b], one.replicates[b]));
+    }
+  };
+  SECTION("three helpers racing finish() on the intra-op threads") {
+    kcert::numerics::BatchSweep job(ref, prod, oracle, torch::Tensor(), layout, 40, shape, bf16);
+    std::vector<std::thread> helpers;
+    for (int t = 0; t < 3; ++t) helpers.emplace_back([&job] { job.help(); });
+    // Checked before the helpers are joined: finish() itself must wait for the replicates
+    // they are still sweeping.
+    const auto got = job.finish();
+    check_same(got);
+    for (auto& h : helpers) h.join();
+  }
+  SECTION("a helper that swept everything leaves finish() nothing") {
+    kcert::numerics::BatchSweep job(ref, prod, oracle, torch::Tensor(), layout, 40, shape, bf16);
+    std::thread helper([&job] { job.help(); });
+    helper.join();
+    const auto got = job.finish();
+    CHECK(job.swept_at_finish() == 0);
+    check_same(got);
+  }
+  SECTION("without a helper finish() sweeps every replicate") {
+    kcert::numerics::BatchSweep job(ref, prod, oracle, torch::Tensor(), layout, 40, shape, bf16);
+    const auto got = job.finish(true);
+    CHECK(job.swept_at_finish() == kBatch);
+    check_same(got);
+  }
+  SECTION("a non-finite value is located the same way, whichever thread found it") {
+    auto bad = prod.clone();
+    bad[17][4][123] = std::numeric_limits<double>::infinity();
+    const auto alone = kcert::numerics::observe(ref, bad, oracle, torch::Tensor(), layout, 40, shape, bf16, false);
+    kcert::numerics::BatchSweep job(ref, bad, oracle, torch::Tensor(), layout, 40, shape, bf16);
+    std::thread helper([&job] { job.help(); });
+    const auto got = job.finish();
+    helper.join();
+    REQUIRE(alone.nonfinite.has_value());
+    REQUIRE(got.nonfinite.has_value());
+    CHECK(got.replicates.empty());
+    CHECK(got.nonfinite->side == "production");
+    CHECK(got.nonfinite->value == "+inf");
+    CHECK(got.nonfinite->where.replicate == 40 + 17);
+    CHECK(got.nonfinite->where.element == 4 * 600 + 123);
+    CHECK(got.nonfinite->where.replicate == alone.nonfinite->where.replicate);
   }
 }

@@ -1,7 +1,13 @@
 // The thread budget and the OpenBLAS core choice (numerics/process_policy.hpp).
 #include "kcert_catch.hpp"
 
+#include <sched.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <cerrno>
 #include <cstdlib>
+#include <thread>
 
 #include "harness/numerics/process_policy.hpp"
 
@@ -42,4 +48,22 @@ TEST_CASE("kcert replaces only OpenBLAS's generic fallback cores", "[numerics][o
   CHECK(choose_openblas_core("Zen", "SkylakeX").empty());
   CHECK(choose_openblas_core("", "SkylakeX").empty());
   CHECK(choose_openblas_core("Prescott", "").empty());
+}
+
+// The engine's background sweep must take only the core time the kernels leave: its thread
+// runs in the idle class (or at nice 19 where that is refused), and only it.
+TEST_CASE("a thread lowered to idle priority lowers only itself", "[numerics][threads]") {
+  const int before = ::sched_getscheduler(0);
+  int policy = -1, nice = -100;
+  bool lowered = false;
+  std::thread t([&] {
+    lowered = kcert::numerics::run_this_thread_when_idle();
+    policy = ::sched_getscheduler(0);
+    errno = 0;
+    nice = ::getpriority(PRIO_PROCESS, static_cast<id_t>(::gettid()));
+  });
+  t.join();
+  REQUIRE(lowered);
+  CHECK((policy == SCHED_IDLE || nice == 19));
+  CHECK(::sched_getscheduler(0) == before);
 }
