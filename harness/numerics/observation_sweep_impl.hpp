@@ -7,6 +7,8 @@
 // twice. Only builtins and internal-linkage code here: an inline library function emitted
 // from the AVX-512 copy could otherwise be the one the linker keeps for the whole program,
 // and crash a CPU without AVX-512. Scratch memory comes from the caller for that reason.
+#include <immintrin.h>
+
 #include <cstdint>
 
 #include "harness/numerics/observation_sweep.hpp"
@@ -107,6 +109,110 @@ void accumulate_rows4(const W* __restrict r, const W* __restrict p, const double
   }
 }
 
+// accumulate_rows4 written with GCC's vector types, KCERT_SWEEP_LANES doubles per vector
+// (8 for the AVX-512 copy, 4 for AVX2, 2 for the baseline). GCC vectorized the plain loop
+// at the width of its narrowest type: 32 bf16 lanes, so four vectors per accumulator and
+// 36 live accumulator registers, and a third of the AVX-512 loop's instructions were
+// spills to the stack. Here one register holds each accumulator. Every lane does exactly
+// the scalar loop's operations in its order (and -ffp-contract=off reaches vector code
+// too), so the bits are those of accumulate_rows4; the buckets past the last full vector
+// go to it.
+constexpr int kLanes = KCERT_SWEEP_LANES;
+typedef double VecD __attribute__((vector_size(kLanes * 8)));
+typedef long long VecL __attribute__((vector_size(kLanes * 8)));
+typedef float VecF __attribute__((vector_size(kLanes * 4)));
+typedef unsigned VecU32 __attribute__((vector_size(kLanes * 4)));
+typedef unsigned short VecU16 __attribute__((vector_size(kLanes * 2)));
+
+inline VecD vload(const double* p) {
+  VecD v;
+  __builtin_memcpy(&v, p, sizeof v);
+  return v;
+}
+inline VecD vload(const float* p) {
+  VecF v;
+  __builtin_memcpy(&v, p, sizeof v);
+  return __builtin_convertvector(v, VecD);
+}
+// The bf16 widening and the running maximum in the instructions each copy has: GCC
+// lowered both generic forms badly (the widening in 128-bit pieces, the maximum as a
+// compare and a masked move).
+inline VecD vload(const Bf16* p) {
+#if KCERT_SWEEP_LANES == 8
+  const __m256i words = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+  return __builtin_convertvector((VecF)_mm256_slli_epi32(words, 16), VecD);
+#elif KCERT_SWEEP_LANES == 4
+  const __m128i words = _mm_cvtepu16_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)));
+  return __builtin_convertvector((VecF)_mm_slli_epi32(words, 16), VecD);
+#else
+  // Each 16-bit word into the high half of a 32-bit lane: the float with those top bits.
+  std::int32_t two;
+  __builtin_memcpy(&two, p, sizeof two);
+  return _mm_cvtps_pd(_mm_castsi128_ps(_mm_unpacklo_epi16(_mm_setzero_si128(), _mm_cvtsi32_si128(two))));
+#endif
+}
+// a < b ? b : a, as the scalar loop's running maxima: MAXPD(b, a) returns its first
+// operand when it is the greater and its second otherwise (a NaN included).
+inline VecD vmax_keep(VecD a, VecD b) {
+#if KCERT_SWEEP_LANES == 8
+  return _mm512_mask_max_pd(a, 0xFF, b, a);  // all lanes (_mm512_max_pd trips a false GCC 12 warning)
+#elif KCERT_SWEEP_LANES == 4
+  return _mm256_max_pd(b, a);
+#else
+  return _mm_max_pd(b, a);
+#endif
+}
+inline void vstore(double* p, VecD v) { __builtin_memcpy(p, &v, sizeof v); }
+// A cast between GCC vector types of one size reinterprets the bits.
+inline VecD vabs(VecD v) { return (VecD)((VecL)v & 0x7FFFFFFFFFFFFFFFLL); }  // fabs: clears the sign bit
+
+template <bool kSideOracles, class W>
+void accumulate_rows4_vec(const W* __restrict r, const W* __restrict p, const double* __restrict q,
+                          const double* __restrict qr, const double* __restrict qp, std::int64_t ld,
+                          double* __restrict sum_d, double* __restrict sum_m, double* __restrict sum_a,
+                          double* __restrict mp, double* __restrict mr, double* __restrict mk,
+                          double* __restrict ssp, double* __restrict ssr, double* __restrict vio, double rtol,
+                          double atol, std::int64_t buckets) {
+  const VecD zero{}, one = zero + 1.0;
+  std::int64_t g = 0;
+  for (; g + kLanes <= buckets; g += kLanes) {
+    VecD a_d = vload(sum_d + g), a_m = vload(sum_m + g), a_a = vload(sum_a + g), a_mp = vload(mp + g),
+         a_mr = vload(mr + g), a_mk = vload(mk + g), a_sp = vload(ssp + g), a_sr = vload(ssr + g),
+         a_v = vload(vio + g);
+#pragma GCC unroll 4
+    for (int t = 0; t < 4; ++t) {
+      const std::int64_t i = g + t * ld;
+      const VecD rv = vload(r + i), pv = vload(p + i), qv = vload(q + i);
+      const VecD qrv = kSideOracles ? vload(qr + i) : qv, qpv = kSideOracles ? vload(qp + i) : qv;
+      const VecD d = pv - rv;
+      a_d += d;
+      a_m += rv > 0.0 ? d : (rv < 0.0 ? -d : zero);
+      const VecD aq = vabs(qv);
+      a_a += aq;
+      const VecD ep = vabs(pv - qpv), er = vabs(rv - qrv);
+      a_mp = vmax_keep(a_mp, ep);
+      a_mr = vmax_keep(a_mr, er);
+      a_mk = vmax_keep(a_mk, aq);
+      a_sp += (pv - qpv) * (pv - qpv);
+      a_sr += (rv - qrv) * (rv - qrv);
+      a_v += vabs(d) > atol + rtol * vabs(rv) ? one : zero;
+    }
+    vstore(sum_d + g, a_d);
+    vstore(sum_m + g, a_m);
+    vstore(sum_a + g, a_a);
+    vstore(mp + g, a_mp);
+    vstore(mr + g, a_mr);
+    vstore(mk + g, a_mk);
+    vstore(ssp + g, a_sp);
+    vstore(ssr + g, a_sr);
+    vstore(vio + g, a_v);
+  }
+  if (g < buckets) {
+    accumulate_rows4<kSideOracles>(r + g, p + g, q + g, qr + g, qp + g, ld, sum_d + g, sum_m + g, sum_a + g, mp + g,
+                                   mr + g, mk + g, ssp + g, ssr + g, vio + g, rtol, atol, buckets - g);
+  }
+}
+
 // The exact test behind each pattern's cheap one: every input element is finite.
 template <class W>
 bool all_finite(const W* ref, const W* prod, const double* oracle, const double* oracle_ref, const double* oracle_prod,
@@ -138,8 +244,8 @@ void sweep_typed(const W* ref, const W* prod, const double* oracle, const double
     double* vio = scratch + 5 * buckets;
     const std::int64_t rows = n / buckets;
     const auto row = oracle_ref == oracle && oracle_prod == oracle ? accumulate_row<false, W> : accumulate_row<true, W>;
-    const auto rows4 =
-        oracle_ref == oracle && oracle_prod == oracle ? accumulate_rows4<false, W> : accumulate_rows4<true, W>;
+    const auto rows4 = oracle_ref == oracle && oracle_prod == oracle ? accumulate_rows4_vec<false, W>
+                                                                     : accumulate_rows4_vec<true, W>;
     // The buckets in chunks of 4096, each run down every row before the next starts, so the
     // nine accumulators (9 x 4096 x 8 bytes = 288 KiB) stay in L2 when a layout has more
     // buckets than that. Chunks of 512 kept them in L1 (they were 25-28 % faster than whole
