@@ -121,36 +121,40 @@ constexpr int kLanes = KCERT_SWEEP_LANES;
 typedef double VecD __attribute__((vector_size(kLanes * 8)));
 typedef long long VecL __attribute__((vector_size(kLanes * 8)));
 typedef float VecF __attribute__((vector_size(kLanes * 4)));
-typedef unsigned VecU32 __attribute__((vector_size(kLanes * 4)));
-typedef unsigned short VecU16 __attribute__((vector_size(kLanes * 2)));
 
 inline VecD vload(const double* p) {
   VecD v;
   __builtin_memcpy(&v, p, sizeof v);
   return v;
 }
-inline VecD vload(const float* p) {
-  VecF v;
-  __builtin_memcpy(&v, p, sizeof v);
-  return __builtin_convertvector(v, VecD);
-}
-// The bf16 widening and the running maximum in the instructions each copy has: GCC
-// lowered both generic forms badly (the widening in 128-bit pieces, the maximum as a
-// compare and a masked move).
-inline VecD vload(const Bf16* p) {
+// The bf16 and fp32 loads, and the running maximum, in the instructions each copy has: GCC
+// lowered their generic forms badly (the float-to-double conversion of the AVX2 copy
+// through the stack, the bf16 widening in 128-bit pieces, the maximum as a compare and a
+// masked move).
 #if KCERT_SWEEP_LANES == 8
+inline VecD widen(__m256 f) { return __builtin_convertvector((VecF)f, VecD); }
+inline VecD vload(const float* p) { return widen(_mm256_loadu_ps(p)); }
+inline VecD vload(const Bf16* p) {
   const __m256i words = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
-  return __builtin_convertvector((VecF)_mm256_slli_epi32(words, 16), VecD);
+  return widen(_mm256_castsi256_ps(_mm256_slli_epi32(words, 16)));
+}
 #elif KCERT_SWEEP_LANES == 4
+inline VecD widen(__m128 f) { return _mm256_cvtps_pd(f); }
+inline VecD vload(const float* p) { return widen(_mm_loadu_ps(p)); }
+inline VecD vload(const Bf16* p) {
   const __m128i words = _mm_cvtepu16_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)));
-  return __builtin_convertvector((VecF)_mm_slli_epi32(words, 16), VecD);
+  return widen(_mm_castsi128_ps(_mm_slli_epi32(words, 16)));
+}
 #else
+inline VecD widen(__m128 f) { return _mm_cvtps_pd(f); }  // the low two
+inline VecD vload(const float* p) { return widen(_mm_castsi128_ps(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)))); }
+inline VecD vload(const Bf16* p) {
   // Each 16-bit word into the high half of a 32-bit lane: the float with those top bits.
   std::int32_t two;
   __builtin_memcpy(&two, p, sizeof two);
-  return _mm_cvtps_pd(_mm_castsi128_ps(_mm_unpacklo_epi16(_mm_setzero_si128(), _mm_cvtsi32_si128(two))));
-#endif
+  return widen(_mm_castsi128_ps(_mm_unpacklo_epi16(_mm_setzero_si128(), _mm_cvtsi32_si128(two))));
 }
+#endif
 // a < b ? b : a, as the scalar loop's running maxima: MAXPD(b, a) returns its first
 // operand when it is the greater and its second otherwise (a NaN included).
 inline VecD vmax_keep(VecD a, VecD b) {
