@@ -93,7 +93,7 @@ int main(int argc, char** argv) {
   kcert::engine::RunOptions options;
   options.batch = argc > 4 ? std::stoll(argv[4]) : 0;
 
-  std::vector<double> harness, bare, kernels, observe, draw;
+  std::vector<double> harness, bare, kernels, observe, draw, stats;
   std::int64_t batch = 0;
   std::uint64_t evaluated = 0;
   for (int i = 0; i < reps; ++i) {
@@ -102,6 +102,7 @@ int main(int argc, char** argv) {
     kernels.push_back(r.runtime.kernel_seconds);
     observe.push_back(r.runtime.observe_seconds);
     draw.push_back(r.runtime.draw_seconds);
+    stats.push_back(r.runtime.stats_seconds);
     batch = r.runtime.batch;
     evaluated = r.replicates;
     const auto extra = r.replicates > tc.gates.replicates ? r.replicates - tc.gates.replicates : 0;
@@ -119,6 +120,7 @@ int main(int argc, char** argv) {
   std::printf("  kernels inside run_case %8.3f s\n", k);
   std::printf("  draw inside run_case    %8.3f s\n", median(draw));
   std::printf("  sweep and gates waited  %8.3f s  (the sweep runs beside the next batch's kernels)\n", median(observe));
+  std::printf("  statistics (decisions)  %8.3f s  (tail fits, bootstrap, bias decision)\n", median(stats));
   std::printf("  ratio harness / bare    %8.2f\n", h / b);
   std::printf("  ratio harness / kernels %8.2f\n", h / k);
   return 0;
