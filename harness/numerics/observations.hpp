@@ -51,7 +51,8 @@ BatchObservations observe(const torch::Tensor& ref, const torch::Tensor& prod, c
 class BatchSweep {
  public:
   // Prepares the batch on the calling thread (contiguous CPU copies where needed, and a
-  // selecting family's side oracles, which are LibTorch operations); the tensors are kept.
+  // selecting family's side oracles, which are LibTorch operations); the tensors are kept,
+  // and `layout` is referred to: it must outlive the job.
   BatchSweep(const torch::Tensor& ref, const torch::Tensor& prod, const torch::Tensor& oracle,
              const torch::Tensor& oracle_alt, const BucketLayout& layout, std::int64_t first_replicate,
              at::IntArrayRef output_shape, stats::FloatFormat working);
@@ -65,7 +66,7 @@ class BatchSweep {
   // waits for the replicates other threads are sweeping, and returns the observations.
   // Call once.
   BatchObservations finish(bool parallel = true);
-  // Replicates swept by finish() rather than by help() before it (for the runtime block).
+  // Replicates no other thread had taken when finish() began (tests, benchmarks).
   std::int64_t swept_at_finish() const { return swept_at_finish_; }
 
  private:
