@@ -96,19 +96,21 @@ TEST_CASE("a near tie accepts either oracle per side, and a real flip is counted
 }
 
 namespace {
+// Bit-for-bit equality of doubles (NaN payloads and signed zeros included).
+bool same(double a, double b) { return std::memcmp(&a, &b, sizeof a) == 0; }
+bool same_v(const std::vector<double>& a, const std::vector<double>& b) {
+  if (a.size() != b.size()) return false;
+  for (std::size_t i = 0; i < a.size(); ++i)
+    if (!same(a[i], b[i])) return false;
+  return true;
+}
+
 // One sweep's outputs, every number as bits.
 struct SweepBits {
   std::vector<double> delta, magnitude, abs_oracle;
   double e_prod, e_ref, peak, sse_prod, sse_ref, violations;
   bool finite;
   bool operator==(const SweepBits& o) const {
-    const auto same = [](double a, double b) { return std::memcmp(&a, &b, sizeof a) == 0; };
-    const auto same_v = [&](const std::vector<double>& a, const std::vector<double>& b) {
-      if (a.size() != b.size()) return false;
-      for (std::size_t i = 0; i < a.size(); ++i)
-        if (!same(a[i], b[i])) return false;
-      return true;
-    };
     return same_v(delta, o.delta) && same_v(magnitude, o.magnitude) && same_v(abs_oracle, o.abs_oracle) &&
            same(e_prod, o.e_prod) && same(e_ref, o.e_ref) && same(peak, o.peak) && same(sse_prod, o.sse_prod) &&
            same(sse_ref, o.sse_ref) && same(violations, o.violations) && finite == o.finite;
@@ -287,13 +289,6 @@ TEST_CASE("the sweep reports a non-finite input wherever it is, and an overflowi
 namespace {
 // Every number of a replicate's observation, as bits.
 bool same_bits(const kcert::gates::ReplicateObservation& a, const kcert::gates::ReplicateObservation& b) {
-  const auto same = [](double x, double y) { return std::memcmp(&x, &y, sizeof x) == 0; };
-  const auto same_v = [&](const std::vector<double>& x, const std::vector<double>& y) {
-    if (x.size() != y.size()) return false;
-    for (std::size_t i = 0; i < x.size(); ++i)
-      if (!same(x[i], y[i])) return false;
-    return true;
-  };
   return same_v(a.delta, b.delta) && same_v(a.magnitude, b.magnitude) && same_v(a.abs_oracle, b.abs_oracle) &&
          same(a.e_prod, b.e_prod) && same(a.e_ref, b.e_ref) && same(a.peak, b.peak) && same(a.rmse_prod, b.rmse_prod) &&
          same(a.rmse_ref, b.rmse_ref) && same(a.close_violations, b.close_violations);
