@@ -253,30 +253,39 @@ CaseResult run_case(const contract::TestCase& tc_in, const kernels::Registry& re
   std::optional<numerics::BucketLayout> layout;
   std::int64_t batch = options.batch;
   std::uint64_t evaluated = 0;
-  // Replicates first .. first + count - 1 through the kernels and to every gate, in batches.
-  // A batch's sweep is shared out by replicate (numerics::BatchSweep): a thread in the idle
-  // scheduling class sweeps while this thread draws and evaluates the next batch, so it
-  // takes only the core time the kernels leave (the GEMM families run their BLAS calls on
-  // one thread, kcert sets OPENBLAS_NUM_THREADS=1, and leave a core free; the elementwise
-  // families leave the gaps between their parallel loops), and the settle step sweeps what
-  // it left on the intra-op threads. A sweep thread of normal priority took its core time
-  // from the kernels' two threads instead, and each of their parallel loops waits for its
-  // slowest thread: on #16 the sweep's 0.7 s of CPU cost about 1.3 s of wall time, and the
-  // idle class took harness/bare from 1.31-1.38 to 1.08-1.20 (four interleaved rounds,
-  // issue 17). The gates still see the batches one by one, in replicate order, and each
-  // replicate is swept whole by one thread, so every result is the one a sequential run
-  // gives.
+  // Replicates first .. first + count - 1 through the kernels and to every gate, in batches,
+  // each swept into observations (numerics::BatchSweep, shared out by replicate).
+  //
+  // On the CPU a batch is swept as soon as its kernels are done, on the intra-op threads.
+  // The sweep reads 12 bytes per element (bf16 ref and prod, the fp64 oracle) that are no
+  // longer in cache, and the RMSNorm-like kernels are themselves bound by memory bandwidth,
+  // so there is little idle core time for it to hide in: swept beside the next batch by a
+  // thread in the idle scheduling class, it took the bandwidth the next batch's draw and
+  // kernels needed (the draw of real_rms_norm_kernel went from 0.25 to 0.38-0.41 s) and
+  // cost more than sweeping after. Interleaved on a 2-core AMD EPYC (issue 17, three
+  // rounds, harness/bare): n2 1.84-2.17 -> 1.00-1.20, n7 1.29-1.50 -> 1.14-1.24,
+  // mean-as-sum 1.30-1.34 -> 1.18-1.24, #16 1.22-1.32 -> 1.07-1.16, real_matmul_long_k
+  // 1.08-1.12 -> 1.07, the router controls level.
+  //
+  // Where the kernels run on a GPU the CPU mostly waits for them, and there the idle-class
+  // thread sweeps a batch while the next is drawn and evaluated; the settle step sweeps
+  // what it did not reach on the intra-op threads, so a starved thread holds the run up by
+  // at most the replicate it is in.
+  const bool beside_next_batch =
+      options.sweep == SweepSchedule::beside_next_batch ||
+      (options.sweep == SweepSchedule::automatic && !resolve_device(options.device).is_cpu());
   struct Sweeping {
     std::uint64_t first = 0;
     std::int64_t count = 0;
     std::vector<gates::AlgebraObservation> fp64;
     std::shared_ptr<numerics::BatchSweep> sweep;
-    std::future<void> background;  // the idle-class thread sweeping beside the next batch
+    std::future<void> background;  // the idle-class thread sweeping beside the next batch, if any
   };
   const auto observe_range = [&](std::uint64_t first, std::uint64_t count) {
     std::optional<Sweeping> pending;
-    // Waits for the pending batch's sweep and gives it to the gates. observe_seconds counts
-    // the wait and the gates: the part of the sweep the kernels did not hide.
+    // Sweeps the pending batch (what no other thread has), waits for it and gives it to the
+    // gates. observe_seconds counts this and the gates: the part of the sweep the kernels did
+    // not hide (on the CPU, all of it).
     const auto settle = [&]() {
       auto batch_done = std::move(*pending);
       pending.reset();
@@ -309,9 +318,10 @@ CaseResult run_case(const contract::TestCase& tc_in, const kernels::Registry& re
         if (result.nonfinite) break;
         throw;
       }
-      // The previous batch goes to the gates before this one, once this batch's kernels (the
-      // time its sweep hides in) are done; if it held a non-finite value the run stops there
-      // and this batch is dropped unseen, before any more work on it, as a sequential run.
+      // Beside the next batch: the previous batch goes to the gates before this one, once this
+      // batch's kernels (the time its sweep hides in) are done; if it held a non-finite value
+      // the run stops there and this batch is dropped unseen, before any more work on it, as
+      // a sequential run.
       if (pending) settle();
       if (result.nonfinite) break;
       if (!layout) {
@@ -338,12 +348,12 @@ CaseResult run_case(const contract::TestCase& tc_in, const kernels::Registry& re
                                            result.output_shape);
         result.runtime.observe_seconds += seconds_since(tc0);
       }
-      // The range's last batch has no next batch to hide its sweep behind: settle() sweeps
-      // it all on the intra-op threads. With few batches per range (n3: 1 + 128 + 127
-      // replicates) a last batch swept on one thread was a quarter of the run.
+      // Beside the next batch: the range's last batch has no next batch to hide its sweep
+      // behind, and settle() sweeps it all on the intra-op threads. With few batches per range
+      // (n3: 1 + 128 + 127 replicates) a last batch swept on one thread was a quarter of the run.
       next.sweep = std::make_shared<numerics::BatchSweep>(out.ref, out.prod, out.oracle, out.oracle_alt, *layout,
                                                           static_cast<std::int64_t>(r), result.output_shape, out_format);
-      if (seen + static_cast<std::uint64_t>(b) < count) {
+      if (beside_next_batch && seen + static_cast<std::uint64_t>(b) < count) {
         next.background = std::async(std::launch::async, [sweep = next.sweep] {
           numerics::run_this_thread_when_idle();
           sweep->help();
@@ -351,6 +361,7 @@ CaseResult run_case(const contract::TestCase& tc_in, const kernels::Registry& re
       }
       pending = std::move(next);
       seen += static_cast<std::uint64_t>(b);
+      if (!beside_next_batch) settle();
     }
     if (pending) settle();
   };

@@ -19,11 +19,20 @@ struct Progress {
   double seconds = 0.0;
 };
 
+// Where a batch's observation sweep runs. The results are the same bits either way: each
+// replicate is swept whole by one thread, and the gates see the batches in replicate order.
+enum class SweepSchedule {
+  automatic,          // after_kernels where the kernels run on the CPU, else beside_next_batch
+  after_kernels,      // on the intra-op threads, once the batch's kernels are done
+  beside_next_batch,  // on an idle-class thread while the next batch is drawn and evaluated
+};
+
 struct RunOptions {
   std::optional<std::uint64_t> replicates;  // overrides gates.replicates (R)
   std::optional<std::uint64_t> seed;        // overrides probe.seed
   std::string device = "cpu";               // "cpu" or "cuda"
   std::int64_t batch = 0;                   // replicates per kernel call; 0 = automatic
+  SweepSchedule sweep = SweepSchedule::automatic;
   std::function<void(const Progress&)> progress;
 };
 

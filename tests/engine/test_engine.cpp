@@ -62,31 +62,40 @@ TEST_CASE("a NaN from a kernel is a FAIL with its location, not a crash", "[engi
   CHECK(result.error.empty());
 }
 
-// The sweep of a batch runs while the next batch is evaluated (engine.cpp). A run that meets
-// a non-finite value must still stop where a sequential run stops: the batch evaluated ahead
-// is neither counted nor allowed to fail the run.
+// Beside the next batch (the schedule where kernels run on a GPU, engine.cpp), a batch is
+// swept while the next one is evaluated. A run that meets a non-finite value must still stop
+// where a sequential run stops: the batch evaluated ahead is neither counted nor allowed to
+// fail the run. After the kernels (the CPU's schedule) nothing is evaluated ahead.
 TEST_CASE("a non-finite batch ends the run where a sequential run ends it, whatever was evaluated ahead", "[engine]") {
+  using kcert::engine::SweepSchedule;
+  // automatic: after the kernels, since these run on the CPU.
+  for (const auto schedule : {SweepSchedule::beside_next_batch, SweepSchedule::after_kernels, SweepSchedule::automatic}) {
+    auto registry = builtin_registry();
+    const auto gemma = registry.variant("rmsnorm", "gemma").fn;
+    // NaN in the first working-precision call (the first batch); the second call, which only
+    // the look-ahead makes, throws.
+    auto calls = std::make_shared<int>(0);
+    registry.add_variant("rmsnorm", {{"nan_then_throw", "test/1", "", {{"eps", kcert::kernels::ParamType::number, kcert::kernels::ParamValue{1e-6}}}},
+                                     [gemma, calls](const kcert::kernels::KernelInputs& in, const kcert::numerics::Precision& p,
+                                                    const kcert::kernels::ParamMap& prm) {
+                                       auto y = gemma(in, p, prm);
+                                       if (p.is_exact()) return y;
+                                       if (++*calls == 2) throw std::runtime_error("evaluated past a non-finite batch");
+                                       return y.fill_(std::nan(""));
+                                     }});
+    kcert::engine::RunOptions options;
+    options.sweep = schedule;
+    const auto result = kcert::engine::run_case(rmsnorm_case(registry, "gemma", "nan_then_throw"), registry, options);
+    CHECK(*calls == (schedule == SweepSchedule::beside_next_batch ? 2 : 1));  // the look-ahead, where there is one, ran it
+    REQUIRE(result.nonfinite);
+    CHECK(result.nonfinite->where.replicate == 0);
+    CHECK(result.replicates == 1);  // only the first batch (one replicate) counts
+    CHECK(result.verdict == Verdict::fail);
+    CHECK(result.error.empty());
+  }
+
   auto registry = builtin_registry();
   const auto gemma = registry.variant("rmsnorm", "gemma").fn;
-  // NaN in the first working-precision call (the first batch); the second call, which only
-  // the look-ahead makes, throws.
-  auto calls = std::make_shared<int>(0);
-  registry.add_variant("rmsnorm", {{"nan_then_throw", "test/1", "", {{"eps", kcert::kernels::ParamType::number, kcert::kernels::ParamValue{1e-6}}}},
-                                   [gemma, calls](const kcert::kernels::KernelInputs& in, const kcert::numerics::Precision& p,
-                                                  const kcert::kernels::ParamMap& prm) {
-                                     auto y = gemma(in, p, prm);
-                                     if (p.is_exact()) return y;
-                                     if (++*calls == 2) throw std::runtime_error("evaluated past a non-finite batch");
-                                     return y.fill_(std::nan(""));
-                                   }});
-  const auto result = kcert::engine::run_case(rmsnorm_case(registry, "gemma", "nan_then_throw"), registry, {});
-  CHECK(*calls == 2);  // the look-ahead did run it
-  REQUIRE(result.nonfinite);
-  CHECK(result.nonfinite->where.replicate == 0);
-  CHECK(result.replicates == 1);  // only the first batch (one replicate) counts
-  CHECK(result.verdict == Verdict::fail);
-  CHECK(result.error.empty());
-
   // A NaN further in: the same stop (the location and the replicate count) with one
   // replicate per batch as with four.
   kcert::kernels::Variant late{{"late_nan", "test/1", "", {{"eps", kcert::kernels::ParamType::number, kcert::kernels::ParamValue{1e-6}}}},
@@ -98,20 +107,23 @@ TEST_CASE("a non-finite batch ends the run where a sequential run ends it, whate
                                  return y;
                                }};
   registry.add_variant("rmsnorm", late);
-  kcert::engine::RunOptions one, four;
-  one.batch = 1;
-  four.batch = 4;
-  const auto a = kcert::engine::run_case(rmsnorm_case(registry, "gemma", "late_nan"), registry, one);
-  const auto b = kcert::engine::run_case(rmsnorm_case(registry, "gemma", "late_nan"), registry, four);
-  REQUIRE(a.nonfinite);
-  REQUIRE(b.nonfinite);
-  const auto first = a.nonfinite->where.replicate;
-  CHECK(first > 0);  // the probe makes x > 1.9 at one element rare enough to need a few replicates
-  CHECK(b.nonfinite->where.replicate == first);
-  CHECK(a.replicates == static_cast<std::uint64_t>(first) + 1);
-  // Batches of four from replicate 0 (a given batch size applies from the first call): the
-  // run ends with the batch that holds `first`.
-  CHECK(b.replicates == static_cast<std::uint64_t>(4 * (first / 4 + 1)));
+  for (const auto schedule : {kcert::engine::SweepSchedule::beside_next_batch, kcert::engine::SweepSchedule::after_kernels}) {
+    kcert::engine::RunOptions one, four;
+    one.batch = 1;
+    four.batch = 4;
+    one.sweep = four.sweep = schedule;
+    const auto a = kcert::engine::run_case(rmsnorm_case(registry, "gemma", "late_nan"), registry, one);
+    const auto b = kcert::engine::run_case(rmsnorm_case(registry, "gemma", "late_nan"), registry, four);
+    REQUIRE(a.nonfinite);
+    REQUIRE(b.nonfinite);
+    const auto first = a.nonfinite->where.replicate;
+    CHECK(first > 0);  // the probe makes x > 1.9 at one element rare enough to need a few replicates
+    CHECK(b.nonfinite->where.replicate == first);
+    CHECK(a.replicates == static_cast<std::uint64_t>(first) + 1);
+    // Batches of four from replicate 0 (a given batch size applies from the first call): the
+    // run ends with the batch that holds `first`.
+    CHECK(b.replicates == static_cast<std::uint64_t>(4 * (first / 4 + 1)));
+  }
 }
 
 TEST_CASE("a variant that returns the wrong dtype is a clear harness error", "[engine]") {
@@ -162,6 +174,9 @@ TEST_CASE("the same case and seed give identical results across batch sizes and 
   kcert::engine::RunOptions one, seven;
   one.batch = 1;
   seven.batch = 7;
+  // One run sweeps each batch after its kernels, the other beside the next batch.
+  one.sweep = kcert::engine::SweepSchedule::after_kernels;
+  seven.sweep = kcert::engine::SweepSchedule::beside_next_batch;
   const int threads = at::get_num_threads();
   at::set_num_threads(1);
   const auto a = kcert::engine::run_case(tc, registry, one);
