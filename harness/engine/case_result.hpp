@@ -16,7 +16,7 @@ struct Runtime {       // how it ran: never changes a number, so kept apart from
   double seconds = 0.0;
   double kernel_seconds = 0.0;   // inside the reference, production and oracle evaluations
   double draw_seconds = 0.0;     // drawing and staging replicate inputs
-  double observe_seconds = 0.0;  // waiting for the sweep (it runs beside the next batch), the gates, the algebra comparison
+  double observe_seconds = 0.0;  // the sweep (on a GPU run: the part not hidden beside the next batch), the gates, the algebra comparison
   double stats_seconds = 0.0;    // tail fits, bootstrap, bias decision
 };
 

@@ -261,10 +261,10 @@ CaseResult run_case(const contract::TestCase& tc_in, const kernels::Registry& re
   // longer in cache, and the RMSNorm-like kernels are themselves bound by memory bandwidth,
   // so there is little idle core time for it to hide in: swept beside the next batch by a
   // thread in the idle scheduling class, it took the bandwidth the next batch's draw and
-  // kernels needed (the draw of real_rms_norm_kernel went from 0.25 to 0.38-0.41 s) and
-  // cost more than sweeping after. Interleaved on a 2-core AMD EPYC (issue 17, three
-  // rounds, harness/bare): n2 1.84-2.17 -> 1.00-1.20, n7 1.29-1.50 -> 1.14-1.24,
-  // mean-as-sum 1.30-1.34 -> 1.18-1.24, #16 1.22-1.32 -> 1.07-1.16, real_matmul_long_k
+  // kernels needed (real_rms_norm_kernel's draw took 0.38-0.41 s against 0.23-0.27 s bare) and
+  // cost more than sweeping after. Interleaved on a 2-core AMD EPYC (issue 17, two rounds,
+  // harness/bare, docs/benchmarks.md): n2 2.05-2.17 -> 1.09-1.20, n7 1.40-1.50 -> 1.15-1.24,
+  // mean-as-sum 1.30-1.32 -> 1.18-1.24, #16 1.22-1.25 -> 1.07-1.13, real_matmul_long_k
   // 1.08-1.12 -> 1.07, the router controls level.
   //
   // Where the kernels run on a GPU the CPU mostly waits for them, and there the idle-class
