@@ -236,7 +236,8 @@ CaseResult run_case(const contract::TestCase& tc_in, const kernels::Registry& re
   result.torch_version = numerics::torch_version();
   result.runtime.device = options.device;
   result.runtime.threads = at::get_num_threads();
-  PairEvaluator pair(tc, registry, resolve_device(options.device), out_format, result.runtime);
+  const auto device = resolve_device(options.device);
+  PairEvaluator pair(tc, registry, device, out_format, result.runtime);
 
   const auto& g = tc.gates;
   gates::AlgebraGate algebra(static_cast<std::uint64_t>(g.algebra_replicates), g.algebra_tolerance);
@@ -273,7 +274,7 @@ CaseResult run_case(const contract::TestCase& tc_in, const kernels::Registry& re
   // at most the replicate it is in.
   const bool beside_next_batch =
       options.sweep == SweepSchedule::beside_next_batch ||
-      (options.sweep == SweepSchedule::automatic && !resolve_device(options.device).is_cpu());
+      (options.sweep == SweepSchedule::automatic && !device.is_cpu());
   struct Sweeping {
     std::uint64_t first = 0;
     std::int64_t count = 0;
