@@ -6,7 +6,7 @@
 // (batch: replicates per kernel call on both sides; 0 or absent = the engine's automatic one;
 // sweep: after or beside, where the engine sweeps a batch, engine.hpp SweepSchedule; absent =
 // the engine's choice for the device)
-#include <torch/torch.h>
+#include "harness/numerics/torch_api.hpp"
 
 #include <sys/resource.h>
 

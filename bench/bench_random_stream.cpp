@@ -3,7 +3,7 @@
 // normals per iteration (one 512 x 4096 RMSNorm replicate). items_per_second is values/s;
 // report the ratios of one run (docs/benchmarks.md).
 #include <benchmark/benchmark.h>
-#include <torch/torch.h>
+#include "harness/numerics/torch_api.hpp"
 
 #include <ATen/CPUGeneratorImpl.h>
 #include <vector>

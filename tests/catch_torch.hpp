@@ -3,6 +3,6 @@
 // header (glog's, or c10's fallback) defines CHECK as a fatal assertion that aborts the
 // process without a report and is not counted by Catch; undefining it after LibTorch and
 // before Catch makes CHECK the Catch assertion the tests mean.
-#include <torch/torch.h>
+#include "harness/numerics/torch_api.hpp"
 #undef CHECK
 #include "kcert_catch.hpp"

@@ -1,7 +1,7 @@
 #pragma once
 // Probe building blocks shared by the families: the seeded input stream and the
 // shifted-Gaussian activation law with outlier channels and per-row DC offsets.
-#include <torch/torch.h>
+#include "harness/numerics/torch_api.hpp"
 
 #include <cstdint>
 

@@ -1,7 +1,7 @@
 #pragma once
 // Operator families and their kernel variants, registered by name. The engine sees kernels
 // only through this interface; kernels know nothing of gates, YAML or databases.
-#include <torch/torch.h>
+#include "harness/numerics/torch_api.hpp"
 
 #include <cstdint>
 #include <functional>

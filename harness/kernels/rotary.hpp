@@ -1,7 +1,7 @@
 #pragma once
 // Helpers shared by the two rotary families (rope, qkv_rope): the frequency table, the
 // half-split rotation, the position probe and the (position, frequency pair) buckets.
-#include <torch/torch.h>
+#include "harness/numerics/torch_api.hpp"
 
 #include <optional>
 #include <string>

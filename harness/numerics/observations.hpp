@@ -3,7 +3,7 @@
 // per replicate and bucket the means of Δ = prod - ref, M = sign(ref)·(prod - ref) and
 // |oracle|, and E_prod, E_ref and the output peak for K̂. All in fp64 on the CPU, in a
 // fixed order, so results do not depend on threads or batch size.
-#include <torch/torch.h>
+#include "harness/numerics/torch_api.hpp"
 
 #include <memory>
 #include <optional>

@@ -4,7 +4,7 @@
 // `p.trunc_w(t)`, `p.tf32(t)`, `p.constant_w(v)`. Under the working policy these are the
 // real roundings; under the exact (fp64) policy every one of them is exact, so the same
 // code yields the oracle and the algebra gate's evaluations.
-#include <torch/torch.h>
+#include "harness/numerics/torch_api.hpp"
 
 #include <optional>
 #include <string>

@@ -1,3 +1,5 @@
+#include <torch/cuda.h>
+
 #include "tests/catch_torch.hpp"
 
 #include <cmath>

@@ -1,6 +1,8 @@
 // Kernel-level checks of every family against an independent LibTorch formulation
 // (nn::functional or a textbook formula), so that a wrong reduction, a wrong top-k or a
 // wrong strided write breaks a test, not only a control.
+#include <torch/nn/functional.h>  // the independent formulations; kcert itself does not use nn
+
 #include "tests/catch_torch.hpp"
 
 #include <algorithm>
