@@ -1,9 +1,31 @@
 #!/usr/bin/env bash
-# Installs (idempotently) every Debian 12 or 13 package that kcert's build, tests and nightly need.
+# Installs (idempotently) every Debian 12 or 13 package that kcert's build, tests and nightly need,
+# and, with --torch pypi, PyTorch from PyPI into a venv under kcert's state folder.
 # Safe to run repeatedly: packages already present are skipped without touching apt.
-#   scripts/install-deps.sh           # build, nightly
-#   scripts/install-deps.sh --tests   # also what only the tests need (a local Slurm)
+#   scripts/install-deps.sh                       # build, nightly (Debian's LibTorch)
+#   scripts/install-deps.sh --tests               # also what only the tests need (a local Slurm)
+#   scripts/install-deps.sh --torch pypi          # LibTorch from PyPI's newest torch wheel
+#   scripts/install-deps.sh --torch pypi=2.11.0   # ... from a pinned release
+# --torch defaults to $KCERT_TORCH, else debian. The PyPI venv is $KCERT_HOME/torch/pypi-VERSION
+# (KCERT_HOME defaults to .kcert in the checkout); its path is written to
+# $KCERT_HOME/torch/selected, which scripts/torch-source.sh reads (docs/platforms.md).
 set -euo pipefail
+
+tests=0
+torch=${KCERT_TORCH:-debian}
+while (($#)); do
+  case $1 in
+    --tests) tests=1; shift ;;
+    --torch) torch=${2:?--torch needs debian, pypi or pypi=VERSION}; shift 2 ;;
+    --torch=*) torch=${1#--torch=}; shift ;;
+    -h|--help) sed -n '2,/^set -euo/p' "${BASH_SOURCE[0]}" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
+    *) echo "install-deps: unknown argument '$1' (--tests, --torch debian|pypi|pypi=VERSION)" >&2; exit 2 ;;
+  esac
+done
+case $torch in
+  debian|pypi|pypi=[0-9]*) ;;
+  *) echo "install-deps: --torch (or KCERT_TORCH) must be debian, pypi or pypi=VERSION, not '$torch'" >&2; exit 2 ;;
+esac
 
 # The package names that differ between releases. Debian 12 (bookworm): LibTorch 1.13,
 # PostgreSQL 15, Catch2 2. Debian 13 (trixie): LibTorch 2.6, PostgreSQL 17, Catch2 3.
@@ -22,8 +44,8 @@ PACKAGES=(
   build-essential cmake ninja-build ccache pkg-config git
   # the man pages are written from the --help texts at build time
   help2man
-  # libraries the build links
-  libtorch-dev libpqxx-dev libpq-dev libyaml-cpp-dev libboost-math-dev libeigen3-dev
+  # libraries the build links (LibTorch: below, from Debian or PyPI)
+  libpqxx-dev libpq-dev libyaml-cpp-dev libboost-math-dev libeigen3-dev
   libcli11-dev catch2 nlohmann-json3-dev libfmt-dev libbenchmark-dev
   # Without OpenBLAS, Debian's LibTorch runs fp32/fp64 GEMMs ~30x slower (reference BLAS).
   libopenblas0-pthread
@@ -34,7 +56,14 @@ PACKAGES=(
   # the plots of the nightly's HTML report (SVG)
   gnuplot-nox
 )
-if [[ ${1:-} == --tests ]]; then
+if [[ $torch == debian ]]; then
+  PACKAGES+=(libtorch-dev)
+else
+  # The venv's interpreter is Debian's python3 (a pyenv python3 on PATH may lack venv or
+  # differ by machine); the wheel's Python ABI follows it.
+  PACKAGES+=(python3-venv)
+fi
+if ((tests)); then
   # The Slurm job-array test starts a private single-node cluster (scripts/slurm/local-cluster.sh).
   # Not installed for the nightly alone: on a systemd machine the packages enable services.
   PACKAGES+=(slurmctld slurmd slurm-client munge)
@@ -57,13 +86,53 @@ done
 
 if ((${#missing[@]} == 0)); then
   echo "install-deps: all ${#PACKAGES[@]} packages present"
-  exit 0
+else
+  SUDO=""
+  if [[ $(id -u) -ne 0 ]]; then SUDO="sudo"; fi
+  echo "install-deps: installing ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  # A fresh machine has no package lists; refresh them only when we actually install.
+  $SUDO apt-get update -qq
+  $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi
 
-SUDO=""
-if [[ $(id -u) -ne 0 ]]; then SUDO="sudo"; fi
-echo "install-deps: installing ${missing[*]}"
-export DEBIAN_FRONTEND=noninteractive
-# A fresh machine has no package lists; refresh them only when we actually install.
-$SUDO apt-get update -qq
-$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+[[ $torch == pypi* ]] || exit 0
+
+# ---- PyTorch from PyPI: a venv per release under $KCERT_HOME/torch ----
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+home=${KCERT_HOME:-$ROOT/.kcert}
+mkdir -p "$home/torch"
+version=${torch#pypi}
+version=${version#=}
+if [[ -z $version ]]; then
+  # The newest release on PyPI; offline, the newest venv already made here.
+  version=$(/usr/bin/python3 -m pip index versions torch 2>/dev/null | sed -n 's/^torch (\(.*\))$/\1/p' || true)
+  if [[ -z $version ]]; then
+    version=$(ls -d "$home"/torch/pypi-*/.complete 2>/dev/null | sed 's#.*/pypi-\([^/]*\)/.complete#\1#' | sort -V | tail -1)
+    [[ -n $version ]] || { echo "install-deps: cannot ask PyPI for torch's newest release, and no venv is made yet; pin one: --torch pypi=2.15.0" >&2; exit 2; }
+    echo "install-deps: PyPI not reachable; using the newest venv made here, torch $version"
+  fi
+fi
+venv=$home/torch/pypi-$version
+if [[ ! -f $venv/.complete ]]; then
+  # Made beside and renamed when whole: an interrupted install is never used.
+  rm -rf "$venv" "$venv.partial"
+  echo "install-deps: installing torch==$version from PyPI into $venv"
+  start=$(date +%s)
+  /usr/bin/python3 -m venv "$venv.partial"
+  # The wheel's CMake config and libraries sit in site-packages; the venv's own path is
+  # baked into its scripts, so it is made under its final name's parent and moved whole.
+  "$venv.partial/bin/python" -m pip install -q --no-warn-script-location "torch==$version"
+  "$venv.partial/bin/python" - <<'PY' || { echo "install-deps: torch $version from PyPI does not import or has no CMake config" >&2; exit 2; }
+import os, torch, torch.utils
+cfg = os.path.join(torch.utils.cmake_prefix_path, "Torch", "TorchConfig.cmake")
+assert os.path.exists(cfg), cfg
+PY
+  mv "$venv.partial" "$venv"
+  # A venv's scripts name their interpreter by path; the moved venv's python still runs
+  # (bin/python is a link to /usr/bin/python3), which is all kcert uses.
+  touch "$venv/.complete"
+  echo "install-deps: torch $version installed in $(( $(date +%s) - start )) s, $(du -sh "$venv" | cut -f1) on disk"
+fi
+echo "$venv" > "$home/torch/selected"
+echo "install-deps: LibTorch from PyPI torch $version ($venv)"

@@ -4,6 +4,8 @@
 #   scripts/nightly.sh                    # local PostgreSQL under $KCERT_HOME/postgres when KCERT_DB is unset
 #   KCERT_DB=postgresql://... scripts/nightly.sh
 #   scripts/nightly.sh --profile smoke    # extra arguments go to `kcert nightly`
+#   KCERT_TORCH=pypi scripts/nightly.sh   # built against PyPI's newest torch (build-pypi/);
+#                                         # KCERT_TORCH=pypi=2.11.0 pins a release
 #   scripts/nightly.sh --shard 2/4 --run-id nightly-42   # one shard of a run (docs/operations.md)
 #
 # Runs `kcert nightly testcases`: every result is spooled under $KCERT_HOME/spool, stored in
@@ -15,12 +17,14 @@
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-BUILD="${KCERT_BUILD_DIR:-$ROOT/build}"
 cd "$ROOT"
 export KCERT_HOME="${KCERT_HOME:-$ROOT/.kcert}"
 
 "$ROOT/scripts/install-deps.sh"
-cmake -S "$ROOT" -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+. "$ROOT/scripts/torch-source.sh"
+kcert_torch_select
+BUILD="${KCERT_BUILD_DIR:-$ROOT/$KCERT_TORCH_BUILD}"
+cmake -S "$ROOT" -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo "${KCERT_TORCH_CMAKE_ARGS[@]}" >/dev/null
 cmake --build "$BUILD" --parallel "$(nproc)" --target kcert
 
 if [[ -z ${KCERT_DB:-} ]]; then

@@ -2,20 +2,24 @@
 # The test command of the README. On a fresh Debian 12 machine: installs what is missing,
 # configures, builds and runs the whole CTest suite. Exits non-zero on any failure.
 #
-#   scripts/test.sh                 # everything
+#   scripts/test.sh                 # everything, against Debian's LibTorch, in build/
+#   KCERT_TORCH=pypi scripts/test.sh           # against PyPI's newest torch, in build-pypi/
+#   KCERT_TORCH=pypi=2.11.0 scripts/test.sh    # against a pinned torch release
 #   KCERT_BUILD_DIR=out scripts/test.sh -R stats   # extra arguments go to ctest
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-BUILD="${KCERT_BUILD_DIR:-$ROOT/build}"
 JOBS="${KCERT_JOBS:-$(nproc)}"
 
 "$ROOT/scripts/install-deps.sh" --tests
+. "$ROOT/scripts/torch-source.sh"
+kcert_torch_select
+BUILD="${KCERT_BUILD_DIR:-$ROOT/$KCERT_TORCH_BUILD}"
 
 start=$(date +%s)
 # KCERT_CMAKE_ARGS: extra configure options, split on spaces (scripts/in-debian13.sh sets them).
 # shellcheck disable=SC2086
-cmake -S "$ROOT" -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo ${KCERT_CMAKE_ARGS:-}
+cmake -S "$ROOT" -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo "${KCERT_TORCH_CMAKE_ARGS[@]}" ${KCERT_CMAKE_ARGS:-}
 cmake --build "$BUILD" --parallel "$JOBS"
 echo "test.sh: build took $(( $(date +%s) - start )) s"
 
