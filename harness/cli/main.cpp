@@ -6,6 +6,7 @@
 #include <iostream>
 
 #include "harness/cli/db_commands.hpp"
+#include "harness/cli/environment_command.hpp"
 #include "harness/cli/exit_codes.hpp"
 #include "harness/cli/khat_reader.hpp"
 #include "harness/cli/html_report.hpp"
@@ -17,6 +18,7 @@
 #include "harness/store/json.hpp"
 #include "harness/cli/tail_fit_command.hpp"
 #include "harness/kernels/registry.hpp"
+#include "harness/numerics/math_modes.hpp"
 #include "harness/numerics/process_policy.hpp"
 #include "harness/numerics/runtime.hpp"
 
@@ -50,12 +52,21 @@ int main(int argc, char** argv) {
                  "refuse, at load, a case whose estimated memory at one replicate per kernel call exceeds this "
                  "(8G, 512MiB, 60%; also KCERT_MEMORY_LIMIT; default: half the physical or cgroup memory)");
 
+  std::vector<std::string> math_modes;
+  app.add_option("--math-mode", math_modes,
+                 "a GPU math mode for every case, NAME=on|off; repeatable; a case's `math_modes:` still wins "
+                 "for that case. NAME: tf32_matmul, tf32_cudnn (pinned off), bf16_reduced_precision_reduction, "
+                 "fp16_reduced_precision_reduction (pinned on, PyTorch's defaults), deterministic_algorithms, "
+                 "cudnn_benchmark (pinned off); docs/gpu.md")
+      ->type_name("NAME=on|off");
+
   app.fallthrough();  // global options may follow the subcommand: kcert run x.yaml --threads 2
 
   kcert::kernels::Registry registry;
   kcert::kernels::register_builtin_families(registry);
   // Runs after parsing and before any subcommand's work: threads and plugins first.
-  app.parse_complete_callback([&app, argc, argv, &threads, &plugins, &registry, &allow_case_plugins, &memory_limit]() {
+  app.parse_complete_callback([&app, argc, argv, &threads, &plugins, &registry, &allow_case_plugins, &memory_limit,
+                              &math_modes]() {
     // Commands that run kernels get the thread policy (process_policy.hpp), which may
     // re-execute kcert once so that libgomp and OpenBLAS read it when they load.
     bool runs_kernels = false;
@@ -68,6 +79,24 @@ int main(int argc, char** argv) {
       kcert::cli::set_memory_limit(kcert::cli::parse_memory_limit(env), std::string("KCERT_MEMORY_LIMIT=") + env);
     }
     kcert::cli::allow_case_plugins(allow_case_plugins);
+    // The run's math modes: kcert's pinned values with the command line's on top, in ATen's
+    // context before anything reads it (the environment fingerprint records them on a GPU).
+    auto modes = kcert::numerics::pinned_math_modes();
+    kcert::numerics::MathModes asked;
+    for (const auto& m : math_modes) {
+      try {
+        kcert::numerics::parse_math_mode(asked, m);
+      } catch (const std::invalid_argument& e) {
+        throw kcert::cli::UsageError(e.what());
+      }
+    }
+    modes = kcert::numerics::merged(modes, asked);
+    try {
+      modes = kcert::numerics::apply_math_modes(modes, asked.bf16_reduced_precision_reduction.has_value());
+    } catch (const std::invalid_argument& e) {
+      throw kcert::cli::UsageError(e.what());
+    }
+    kcert::numerics::set_process_math_modes(modes);
     std::vector<std::string> all;
     if (const char* env = std::getenv("KCERT_PLUGINS")) {
       std::string list = env;
@@ -87,6 +116,7 @@ int main(int argc, char** argv) {
   kcert::cli::register_calibrate_command(app);
   kcert::cli::register_controls_doc_command(app, registry);
   kcert::cli::register_list_command(app, registry);
+  kcert::cli::register_environment_command(app);
   kcert::cli::register_db_commands(app);
   kcert::cli::register_tail_fit_command(app);
   kcert::cli::register_report_command(app);

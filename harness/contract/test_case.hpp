@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "harness/kernels/schema.hpp"
+#include "harness/numerics/math_modes.hpp"
 #include "harness/stats/bias.hpp"
 #include "harness/stats/tail.hpp"
 #include "harness/stats/verdict.hpp"
@@ -75,6 +76,8 @@ struct TestCase {
   // (numerics::expectation_conditions, engine.cpp).
   std::map<std::string, Expectation> expected_on;
   std::optional<Attestation> attestation;
+  // GPU math modes this case pins on top of the run's (YAML `math_modes:`; docs/gpu.md).
+  numerics::MathModes math_modes;
   std::string profile;  // the profile applied ("" = contract shapes)
   std::vector<std::string> profiles;  // profiles the file defines
   std::vector<std::string> plugins;   // plugin libraries the file asks for, as written

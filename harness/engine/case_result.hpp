@@ -30,6 +30,7 @@ struct CaseResult {
   std::optional<gates::NonFinite> nonfinite;
   gates::Baselines baselines;
   std::string torch_version;
+  numerics::MathModes math_modes;  // ATen's global context while the case ran, read back
   std::vector<std::int64_t> output_shape;  // one replicate's output
   stats::FloatFormat output_format = stats::FloatFormat::bf16;  // ULPs and ε are taken in it
   Runtime runtime;

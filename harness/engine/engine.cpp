@@ -237,6 +237,18 @@ CaseResult run_case(const contract::TestCase& tc_in, const kernels::Registry& re
   result.runtime.device = options.device;
   result.runtime.threads = at::get_num_threads();
   const auto device = resolve_device(options.device);
+  // The case runs under the run's math modes with its own on top, and leaves ATen's global
+  // context as it found it (numerics/math_modes.hpp).
+  struct MathModesScope {
+    explicit MathModesScope(const numerics::MathModes& case_modes)
+        : in_effect(numerics::apply_math_modes(numerics::merged(numerics::process_math_modes(), case_modes),
+                                               case_modes.bf16_reduced_precision_reduction.has_value())) {}
+    ~MathModesScope() { numerics::apply_math_modes(numerics::process_math_modes(), false); }
+    MathModesScope(const MathModesScope&) = delete;
+    MathModesScope& operator=(const MathModesScope&) = delete;
+    numerics::MathModes in_effect;
+  } math_modes(tc.math_modes);
+  result.math_modes = math_modes.in_effect;
   PairEvaluator pair(tc, registry, device, out_format, result.runtime);
 
   const auto& g = tc.gates;

@@ -1,10 +1,16 @@
 #include "harness/numerics/runtime.hpp"
 
-#include <torch/torch.h>
+#include "harness/numerics/math_modes.hpp"
+
+#include "harness/numerics/torch_api.hpp"
+
+#include <torch/cuda.h>
 
 #include <malloc.h>
 
+#include <stdexcept>
 #include <thread>
+#include <type_traits>
 
 namespace kcert::numerics {
 
@@ -29,6 +35,66 @@ std::string torch_version() {
 }
 
 bool cuda_available() { return torch::cuda::is_available(); }
+
+namespace {
+// cuBLAS's reduced-precision switch for bf16 GEMMs arrived in LibTorch 2.0; 2.x releases
+// since 2.8 take a split-K flag beside it and report a three-way option.
+#if TORCH_VERSION_MAJOR >= 2
+constexpr bool kHasBf16Reduction = true;
+#else
+constexpr bool kHasBf16Reduction = false;
+#endif
+
+template <typename Option>
+bool reduced_precision_allowed(Option o) {
+  if constexpr (std::is_same_v<Option, bool>) {
+    return o;
+  } else {
+    return o == Option::AllowReducedPrecisionWithSplitK;
+  }
+}
+
+MathModes process_modes = pinned_math_modes();
+}  // namespace
+
+void set_process_math_modes(const MathModes& modes) { process_modes = modes; }
+const MathModes& process_math_modes() { return process_modes; }
+
+MathModes current_math_modes() {
+  auto& ctx = at::globalContext();
+  MathModes m;
+  m.tf32_matmul = ctx.allowTF32CuBLAS();
+  m.tf32_cudnn = ctx.allowTF32CuDNN();
+  m.fp16_reduced_precision_reduction = reduced_precision_allowed(ctx.allowFP16ReductionCuBLAS());
+#if TORCH_VERSION_MAJOR >= 2
+  m.bf16_reduced_precision_reduction = reduced_precision_allowed(ctx.allowBF16ReductionCuBLAS());
+#endif
+  m.deterministic_algorithms = ctx.deterministicAlgorithms();
+  m.cudnn_benchmark = ctx.benchmarkCuDNN();
+  return m;
+}
+
+MathModes apply_math_modes(const MathModes& modes, bool explicit_request) {
+  auto& ctx = at::globalContext();
+  if (modes.tf32_matmul) ctx.setAllowTF32CuBLAS(*modes.tf32_matmul);
+  if (modes.tf32_cudnn) ctx.setAllowTF32CuDNN(*modes.tf32_cudnn);
+  if (modes.fp16_reduced_precision_reduction) ctx.setAllowFP16ReductionCuBLAS(*modes.fp16_reduced_precision_reduction);
+  if (modes.bf16_reduced_precision_reduction) {
+    if constexpr (kHasBf16Reduction) {
+#if TORCH_VERSION_MAJOR >= 2
+      ctx.setAllowBF16ReductionCuBLAS(*modes.bf16_reduced_precision_reduction);
+#endif
+    } else if (explicit_request) {
+      throw std::invalid_argument("math mode bf16_reduced_precision_reduction needs LibTorch >= 2.0; this build has LibTorch " +
+                                  torch_version());
+    }
+  }
+  // warn_only = false: a kernel without a deterministic implementation is a harness error
+  // under deterministic_algorithms=on, not a silent exception to it.
+  if (modes.deterministic_algorithms) ctx.setDeterministicAlgorithms(*modes.deterministic_algorithms, false);
+  if (modes.cudnn_benchmark) ctx.setBenchmarkCuDNN(*modes.cudnn_benchmark);
+  return current_math_modes();
+}
 
 const std::vector<std::string>& cpu_bf16_gemm_accumulating_in_bf16() {
   // A product of ones over k = 4096 is 4096, exact in bf16, with fp32 accumulation; a bf16

@@ -6,8 +6,10 @@
 #include <ATen/Parallel.h>
 #include <ATen/Utils.h>
 #include <ATen/Version.h>
+#include <ATen/detail/CUDAHooksInterface.h>
+#include <dlfcn.h>
 #include <sys/utsname.h>
-#include <torch/torch.h>
+#include "harness/numerics/torch_api.hpp"
 
 #include <array>
 #include <cstdio>
@@ -17,6 +19,7 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "harness/numerics/math_modes.hpp"
 #include "harness/numerics/runtime.hpp"
 #include "harness/store/sha256.hpp"
 
@@ -90,6 +93,46 @@ std::string config_line(const std::string& config, const std::string& key) {
   return "";
 }
 
+// Version numbers as the libraries encode them: the CUDA runtime major·1000 + minor·10
+// (13020 = 13.2); cuDNN 8 major·1000 + minor·100 + patch (8906 = 8.9.6); cuDNN 9 and cuBLAS
+// major·10000 + minor·100 + patch (91000 = 9.10.0).
+std::string cudart_version_text(long v) {
+  if (v <= 0) return "";
+  return std::to_string(v / 1000) + "." + std::to_string(v % 1000 / 10);
+}
+std::string library_version_text(long v) {
+  if (v <= 0) return "";
+  if (v < 10000) return std::to_string(v / 1000) + "." + std::to_string(v % 1000 / 100) + "." + std::to_string(v % 100);
+  return std::to_string(v / 10000) + "." + std::to_string(v / 100 % 100) + "." + std::to_string(v % 100);
+}
+
+// The GPU stack where a CUDA device is usable: what changes a GPU kernel's bits. Read through
+// ATen's CUDA hooks and the libraries LibTorch itself loaded, so the CPU build needs no CUDA
+// headers and the versions are those that run, not those kcert was compiled against.
+void add_gpu_identity(nlohmann::json& id, const std::string& smi_line) {
+  // nvidia-smi: "NVIDIA H200, 9.0, 570.124.06"
+  std::vector<std::string> parts;
+  std::istringstream in(smi_line);
+  for (std::string p; std::getline(in, p, ',');) {
+    p.erase(0, p.find_first_not_of(' '));
+    parts.push_back(p);
+  }
+  id["gpu_name"] = parts.size() > 0 ? parts[0] : "unknown";
+  id["gpu_compute_capability"] = parts.size() > 1 ? parts[1] : "unknown";
+  id["gpu_driver"] = parts.size() > 2 ? parts[2] : "unknown";
+  const auto& hooks = at::detail::getCUDAHooks();
+  id["cuda_runtime"] = cudart_version_text(hooks.versionCUDART());
+  id["cudnn"] = hooks.hasCuDNN() ? library_version_text(hooks.versionCuDNN()) : "none";
+  // libcublasLt is loaded with libtorch_cuda; its version function takes no handle.
+  using LtVersion = std::size_t (*)();
+  const auto lt = reinterpret_cast<LtVersion>(::dlsym(RTLD_DEFAULT, "cublasLtGetVersion"));
+  id["cublas"] = lt ? library_version_text(static_cast<long>(lt())) : "unknown";
+  nlohmann::json modes = nlohmann::json::object();
+  for (const auto& [name, value] : numerics::math_mode_fields(numerics::process_math_modes()))
+    if (value) modes[name] = *value;
+  id["math_modes"] = modes;
+}
+
 }  // namespace
 
 std::string describe_environment(const Environment& env) {
@@ -112,7 +155,10 @@ std::string describe_environment(const Environment& env) {
   return get("cpu_model") + " (" + get("arch") + (flags.empty() ? "" : "; " + flags) + "), " +
          (gpu.empty() || gpu == "none" ? std::string("no GPU") : "GPU " + gpu) + ", LibTorch " + get("torch_version") +
          (get("torch_cpu_capability").empty() ? "" : " (CPU capability " + get("torch_cpu_capability") + ")") +
-         (get("torch_cuda").empty() ? "" : ", CUDA " + get("torch_cuda")) + ", BLAS " + blas +
+         (get("torch_cuda").empty() ? "" : ", CUDA " + get("torch_cuda")) +
+         (get("cuda_runtime").empty() ? "" : " (runtime " + get("cuda_runtime") + ", cuBLAS " + get("cublas") +
+                                                 ", cuDNN " + get("cudnn") + ", driver " + get("gpu_driver") + ")") +
+         ", BLAS " + blas +
          (get("blas_core").empty() ? "" : " (core " + get("blas_core") + ", threads " + get("blas_threads") + ")") +
          bf16_gemm + ", " +
          get("os") + ", kcert built with " + get("kcert_compiler") + " [" + env.fingerprint + "]";
@@ -146,6 +192,8 @@ Environment detect_environment() {
   // GPU identity from the driver, whatever LibTorch was built with.
   const auto gpu = run_and_read("nvidia-smi --query-gpu=name,compute_cap,driver_version --format=csv,noheader 2>/dev/null | head -1");
   id["gpu"] = gpu.empty() ? "none" : gpu;
+  // Only where a GPU can run kernels, so a CPU machine's fingerprint is what it always was.
+  if (numerics::cuda_available()) add_gpu_identity(id, gpu);
   if (const char* path = std::getenv("KCERT_ENVIRONMENT_FILE")) {
     std::ifstream in(path);
     if (!in) throw std::runtime_error(std::string("KCERT_ENVIRONMENT_FILE: cannot open ") + path);

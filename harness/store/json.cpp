@@ -232,6 +232,12 @@ nlohmann::json to_json(const engine::CaseResult& r) {
   }
   j["provenance"] = {{"torch_version", r.torch_version}, {"device", r.runtime.device},
                      {"input_stream", stats::kRandomStreamName}};
+  // The GPU math modes in ATen's context while the case ran (docs/gpu.md); on a CPU run
+  // they are recorded too, and change nothing there.
+  nlohmann::json modes = nlohmann::json::object();
+  for (const auto& [name, value] : numerics::math_mode_fields(r.math_modes))
+    if (value) modes[name] = *value;
+  j["provenance"]["math_modes"] = modes;
   j["runtime"] = {{"threads", r.runtime.threads}, {"batch", r.runtime.batch}, {"seconds", r.runtime.seconds},
                   {"kernel_seconds", r.runtime.kernel_seconds}, {"draw_seconds", r.runtime.draw_seconds},
                   {"observe_seconds", r.runtime.observe_seconds}, {"stats_seconds", r.runtime.stats_seconds}};

@@ -437,7 +437,7 @@ void read_probe(const Reader& r, const YAML::Node& node, const kernels::FamilySc
 
 TestCase read_document(const Reader& r, YAML::Node doc, const FamilySchemas& families, const std::string& profile) {
   r.check_keys(doc, "", {"schema", "id", "kind", "family", "mechanism", "references", "reference", "production", "probe",
-                          "buckets", "gates", "expected", "expected_on", "attestation", "profiles", "plugins"});
+                          "buckets", "gates", "expected", "expected_on", "attestation", "profiles", "plugins", "math_modes"});
   TestCase tc;
   tc.source = r.source();
   if (!doc["schema"]) r.fail(doc, "schema", "required: the schema version, 1");
@@ -524,6 +524,13 @@ TestCase read_document(const Reader& r, YAML::Node doc, const FamilySchemas& fam
   if (const auto pl = doc["plugins"]) {
     // Loaded by the command before validation (see plugin_paths); recorded here as given.
     tc.plugins = r.string_list(pl, "plugins");
+  }
+  if (const auto m = doc["math_modes"]) {
+    r.check_keys(m, "math_modes", numerics::math_mode_names());
+    for (const auto& kv : m) {
+      const auto name = kv.first.as<std::string>();
+      numerics::set_math_mode(tc.math_modes, name, r.boolean(kv.second, "math_modes." + name));
+    }
   }
   if (const auto a = doc["attestation"]) {
     r.check_keys(a, "attestation", {"path", "theorem", "status"});

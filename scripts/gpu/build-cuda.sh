@@ -28,11 +28,17 @@ out=${out:-$build}
 mkdir -p "$build" "$out"
 py=${KCERT_PYTHON:-python3}
 
-# LibTorch and its C++ ABI from the Python install (a pip wheel ships both).
-torch_prefix=$("$py" -c 'import torch; print(torch.utils.cmake_prefix_path)')
-abi=$("$py" -c 'import torch; print(int(torch._C._GLIBCXX_USE_CXX11_ABI))')
-"$py" -c 'import torch; print("torch", torch.__version__, "CUDA", torch.version.cuda, "devices", torch.cuda.device_count())'
-echo "build-cuda: Torch CMake prefix $torch_prefix, _GLIBCXX_USE_CXX11_ABI=$abi"
+# LibTorch and its C++ ABI from the Python install (a pip wheel ships both). The prefix is
+# the torch package folder, not its share/cmake: TorchConfig's find_library calls then find
+# the wheel's libraries before any system libtorch (scripts/torch-source.sh says more).
+torch_prefix=$("$py" -c 'import os, torch; print(os.path.dirname(torch.__file__))' 2>/dev/null)
+abi=$("$py" -c 'import torch; print(int(torch._C._GLIBCXX_USE_CXX11_ABI))' 2>/dev/null)
+"$py" -c 'import torch; print("torch", torch.__version__, "CUDA", torch.version.cuda, "devices", torch.cuda.device_count())' 2>/dev/null
+echo "build-cuda: Torch prefix $torch_prefix, _GLIBCXX_USE_CXX11_ABI=$abi"
+[[ $abi == 1 ]] || { echo "build-cuda: this torch uses the pre-C++11 ABI; kcert links libraries built with the C++11 ABI" >&2; exit 1; }
+nvcc=$(command -v nvcc || ls /usr/local/cuda/bin/nvcc 2>/dev/null || true)
+[[ -n $nvcc ]] || { echo "build-cuda: no nvcc: a CUDA wheel's CMake config needs the CUDA toolkit" >&2; exit 1; }
+cuda_root=$(dirname "$(dirname "$(realpath "$nvcc")")")
 
 prefix_path="$torch_prefix"
 ld_path=""
@@ -51,8 +57,11 @@ fi
 
 export CMAKE_POLICY_VERSION_MINIMUM=3.5  # CMake 4 refuses older minimums in third-party configs
 start=$(date +%s)
+# TORCH_CUDA_ARCH_LIST: without it the wheel's config try_runs a GPU probe at configure
+# time; kcert compiles no CUDA code, so it only has to be valid (9.0: H100/H200).
 cmake -S "$ROOT" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH="$prefix_path" \
-  -DKCERT_BUILD_TESTS=OFF -DKCERT_BUILD_BENCHMARKS=OFF -DCMAKE_CXX_FLAGS="-D_GLIBCXX_USE_CXX11_ABI=$abi" \
+  -DKCERT_BUILD_TESTS=OFF -DKCERT_BUILD_BENCHMARKS=OFF -DCUDAToolkit_ROOT="$cuda_root" \
+  -DTORCH_CUDA_ARCH_LIST="${TORCH_CUDA_ARCH_LIST:-9.0}" \
   ${ld_path:+-DCMAKE_BUILD_RPATH=$ld_path} > "$out/configure.log" 2>&1 || { tail -40 "$out/configure.log"; exit 1; }
 cmake --build "$build" --parallel "$(nproc)" > "$out/build.log" 2>&1 || { grep -E "error|Error" "$out/build.log" | head -60; exit 1; }
 echo "build-cuda: built in $(( $(date +%s) - start )) s"
