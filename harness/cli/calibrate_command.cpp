@@ -3,6 +3,7 @@
 // controls (method.md §6). The rule (kcert-cal/2) and why are in docs/calibration.md;
 // nothing here re-runs a kernel.
 #include <fmt/format.h>
+#include <fmt/ranges.h>  // fmt::join (in format.h up to fmt 10, in ranges.h since 11)
 #include <unistd.h>
 
 #include <algorithm>

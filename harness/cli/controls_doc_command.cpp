@@ -1,6 +1,7 @@
 // `kcert controls-doc`: docs/controls.md generated from the control YAML files and the
 // last measured results, so the catalog of controls is never typed by hand.
 #include <fmt/format.h>
+#include <fmt/ranges.h>  // fmt::join (in format.h up to fmt 10, in ranges.h since 11)
 
 #include <algorithm>
 #include <filesystem>

@@ -30,8 +30,10 @@ bool cuda_available();
 const std::vector<std::string>& cpu_bf16_gemm_accumulating_in_bf16();
 
 // The environment conditions a case's `expected_on` may name that hold in this process for
-// the given device: "libtorch1" or "libtorch2", then "cpu_bf16_gemm_in_bf16" on a CPU whose
-// bf16 GEMM accumulates in bf16 (above). Later entries are more specific.
+// the given device: "libtorch1" or "libtorch2", then "libtorch>=MAJOR.m" for every minor
+// release m up to this one (a kernel that changed in a minor release: at::rms_norm became a
+// fused kernel between 2.6 and 2.15), then "cpu_bf16_gemm_in_bf16" on a CPU whose bf16 GEMM
+// accumulates in bf16 (above). Later entries are more specific.
 std::vector<std::string> expectation_conditions(const std::string& device);
 
 }  // namespace kcert::numerics

@@ -180,8 +180,12 @@ Environment detect_environment() {
   id["torch_version"] = numerics::torch_version();
   id["torch_compiler"] = config_line(config, "GCC version");
   id["torch_cuda"] = config_line(config, "CUDA Runtime");
-  id["blas"] = blas_library();
+  // The CUDA a wheel was built for, where show_config has no runtime section (no usable GPU):
+  // a CUDA build of LibTorch is another environment than a CPU build even on a CPU.
+  if (id["torch_cuda"].get<std::string>().empty()) id["torch_cuda"] = config_line(config, "CUDA_VERSION");
   id["torch_blas_info"] = config_line(config, "BLAS_INFO");
+  // PyPI's wheels link MKL statically: Debian's BLAS alternative is then not what runs.
+  id["blas"] = id["torch_blas_info"] == "mkl" ? std::string("mkl (linked into LibTorch)") : blas_library();
   // OpenBLAS results differ per core and per thread count at the ULP level (measured: the
   // attention control a1's U is 52.35977 with 2 OpenBLAS threads, 52.35988 with 1), so both
   // are part of the environment (numerics/process_policy.hpp).

@@ -514,9 +514,22 @@ TestCase read_document(const Reader& r, YAML::Node doc, const FamilySchemas& fam
   if (const auto on = doc["expected_on"]) {
     // Per environment condition, where the catalog predicts another verdict there
     // (numerics::expectation_conditions lists the ones that hold in a run).
-    r.check_keys(on, "expected_on", {"libtorch1", "libtorch2", "cpu_bf16_gemm_in_bf16"});
+    r.require_map(on, "expected_on");
     for (const auto& kv : on) {
       const auto release = kv.first.as<std::string>();
+      // libtorch>=MAJOR.MINOR: from that release on.
+      const auto is_threshold = [](const std::string& s) {
+        const std::string prefix = "libtorch>=";
+        if (s.rfind(prefix, 0) != 0) return false;
+        const auto v = s.substr(prefix.size());
+        const auto dot = v.find('.');
+        if (dot == std::string::npos || dot == 0 || dot + 1 == v.size()) return false;
+        return std::all_of(v.begin(), v.end(), [](char c) { return c == '.' || (c >= '0' && c <= '9'); }) &&
+               v.find('.', dot + 1) == std::string::npos;
+      };
+      if (release != "libtorch1" && release != "libtorch2" && release != "cpu_bf16_gemm_in_bf16" && !is_threshold(release))
+        r.fail(kv.first, "expected_on." + release,
+               "unknown condition (expected one of: libtorch1, libtorch2, libtorch>=MAJOR.MINOR, cpu_bf16_gemm_in_bf16)");
       if (!doc["expected"]) r.fail(kv.first, "expected_on", "needs an `expected` for the other environments");
       tc.expected_on[release] = read_expectation(kv.second, "expected_on." + release);
     }

@@ -29,7 +29,10 @@ sql() { psql "$KCERT_DB" -qAtc "$1"; }
 # The comparable part of a report (tests/nightly/report_table.py).
 table() { "$py" "$src/tests/nightly/report_table.py" "$1"; }
 
-cases=(--profile smoke --filter rmsnorm "$src/testcases")
+# The RMSNorm controls but real_aten_rms_norm, whose verdict depends on the release (skipped on
+# 1.13, PASS on 2.6, an expected bias FAIL on 2.11+ that makes calibrate refuse the family):
+# the same cases, with the same verdicts, on every LibTorch CI builds against.
+cases=(--profile smoke --filter '^(n[1-467]_|rw_rmsnorm|real_rms_norm_kernel)' "$src/testcases")
 
 # 1. One unsharded run.
 expect_status 0 "$kcert" nightly "${cases[@]}" --run-id whole --report whole --quiet
