@@ -60,8 +60,16 @@ if [[ $torch == debian ]]; then
   PACKAGES+=(libtorch-dev)
 else
   # The venv's interpreter is Debian's python3 (a pyenv python3 on PATH may lack venv or
-  # differ by machine); the wheel's Python ABI follows it.
-  PACKAGES+=(python3-venv)
+  # differ by machine); the wheel's Python ABI follows it. python3-pip asks PyPI for the
+  # newest release before the venv exists.
+  PACKAGES+=(python3-venv python3-pip)
+  # A PyPI torch is a CUDA build whose CMake config needs the CUDA toolkit: say so before a
+  # 5 GB download rather than at configure time. (Debian has no CUDA 13 toolkit package; this
+  # project's machines and CI come with /usr/local/cuda.)
+  if ! command -v nvcc >/dev/null && [[ ! -x /usr/local/cuda/bin/nvcc ]]; then
+    echo "install-deps: --torch $torch: PyPI's torch is a CUDA build, and configuring kcert against it needs the CUDA toolkit (nvcc on PATH or in /usr/local/cuda); none found" >&2
+    exit 2
+  fi
 fi
 if ((tests)); then
   # The Slurm job-array test starts a private single-node cluster (scripts/slurm/local-cluster.sh).
@@ -108,7 +116,7 @@ if [[ -z $version ]]; then
   # The newest release on PyPI; offline, the newest venv already made here.
   version=$(/usr/bin/python3 -m pip index versions torch 2>/dev/null | sed -n 's/^torch (\(.*\))$/\1/p' || true)
   if [[ -z $version ]]; then
-    version=$(ls -d "$home"/torch/pypi-*/.complete 2>/dev/null | sed 's#.*/pypi-\([^/]*\)/.complete#\1#' | sort -V | tail -1)
+    version=$( (ls -d "$home"/torch/pypi-*/.complete 2>/dev/null || true) | sed 's#.*/pypi-\([^/]*\)/.complete#\1#' | sort -V | tail -1)
     [[ -n $version ]] || { echo "install-deps: cannot ask PyPI for torch's newest release, and no venv is made yet; pin one: --torch pypi=2.15.0" >&2; exit 2; }
     echo "install-deps: PyPI not reachable; using the newest venv made here, torch $version"
   fi
@@ -123,7 +131,7 @@ if [[ ! -f $venv/.complete ]]; then
   # The wheel's CMake config and libraries sit in site-packages; the venv's own path is
   # baked into its scripts, so it is made under its final name's parent and moved whole.
   "$venv.partial/bin/python" -m pip install -q --no-warn-script-location "torch==$version"
-  "$venv.partial/bin/python" - <<'PY' || { echo "install-deps: torch $version from PyPI does not import or has no CMake config" >&2; exit 2; }
+  "$venv.partial/bin/python" - 2>"$venv.partial/import.log" <<'PY' || { cat "$venv.partial/import.log" >&2; echo "install-deps: torch $version from PyPI does not import or has no CMake config" >&2; exit 2; }
 import os, torch, torch.utils
 cfg = os.path.join(torch.utils.cmake_prefix_path, "Torch", "TorchConfig.cmake")
 assert os.path.exists(cfg), cfg

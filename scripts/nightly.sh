@@ -4,7 +4,7 @@
 #   scripts/nightly.sh                    # local PostgreSQL under $KCERT_HOME/postgres when KCERT_DB is unset
 #   KCERT_DB=postgresql://... scripts/nightly.sh
 #   scripts/nightly.sh --profile smoke    # extra arguments go to `kcert nightly`
-#   KCERT_TORCH=pypi scripts/nightly.sh   # built against PyPI's newest torch (build-pypi/);
+#   KCERT_TORCH=pypi scripts/nightly.sh   # built against PyPI's newest torch (build-pypi-VERSION/);
 #                                         # KCERT_TORCH=pypi=2.11.0 pins a release
 #   scripts/nightly.sh --shard 2/4 --run-id nightly-42   # one shard of a run (docs/operations.md)
 #

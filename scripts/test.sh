@@ -3,7 +3,7 @@
 # configures, builds and runs the whole CTest suite. Exits non-zero on any failure.
 #
 #   scripts/test.sh                 # everything, against Debian's LibTorch, in build/
-#   KCERT_TORCH=pypi scripts/test.sh           # against PyPI's newest torch, in build-pypi/
+#   KCERT_TORCH=pypi scripts/test.sh           # against PyPI's newest torch, in build-pypi-VERSION/
 #   KCERT_TORCH=pypi=2.11.0 scripts/test.sh    # against a pinned torch release
 #   KCERT_BUILD_DIR=out scripts/test.sh -R stats   # extra arguments go to ctest
 set -euo pipefail

@@ -3,8 +3,8 @@
 # (docs/platforms.md).
 #
 #   KCERT_TORCH=debian         Debian's libtorch-dev (the default): build/
-#   KCERT_TORCH=pypi           the newest torch wheel from PyPI: build-pypi/
-#   KCERT_TORCH=pypi=2.11.0    a pinned release: build-pypi/
+#   KCERT_TORCH=pypi           the newest torch wheel from PyPI: build-pypi-VERSION/
+#   KCERT_TORCH=pypi=2.11.0    a pinned release: build-pypi-2.11.0/
 #
 # Sets KCERT_TORCH_CMAKE_ARGS (an array) and KCERT_TORCH_BUILD (a folder name under the
 # checkout). A wheel that is a CUDA build needs the CUDA toolkit to configure (its CMake
@@ -15,8 +15,14 @@ kcert_torch_select() {
   [[ ${KCERT_TORCH:-debian} == debian ]] && return 0
   local home=${KCERT_HOME:-$ROOT/.kcert}
   local venv
-  venv=$(cat "$home/torch/selected" 2>/dev/null) ||
-    { echo "torch-source: no PyPI torch selected; run scripts/install-deps.sh --torch $KCERT_TORCH" >&2; return 2; }
+  # A pinned release names its venv; the newest is the one install-deps.sh just selected.
+  if [[ $KCERT_TORCH == pypi=* ]]; then
+    venv=$home/torch/pypi-${KCERT_TORCH#pypi=}
+  else
+    venv=$(cat "$home/torch/selected" 2>/dev/null) ||
+      { echo "torch-source: no PyPI torch selected; run scripts/install-deps.sh --torch $KCERT_TORCH" >&2; return 2; }
+  fi
+  [[ -f $venv/.complete ]] || { echo "torch-source: $venv is not a complete torch venv; run scripts/install-deps.sh --torch $KCERT_TORCH" >&2; return 2; }
   local py=$venv/bin/python info prefix abi cuda version
   # torch's import warns on stderr without NumPy (kcert uses none of it).
   info=$("$py" -c 'import torch, torch.utils
@@ -44,6 +50,8 @@ print(torch.utils.cmake_prefix_path, int(torch._C._GLIBCXX_USE_CXX11_ABI), torch
     KCERT_TORCH_CMAKE_ARGS+=(-DCUDAToolkit_ROOT="$(dirname "$(dirname "$(realpath "$nvcc")")")"
                              -DTORCH_CUDA_ARCH_LIST="${TORCH_CUDA_ARCH_LIST:-9.0}")
   fi
-  KCERT_TORCH_BUILD=build-pypi
+  # One folder per release: CMake caches Torch_DIR, Caffe2_DIR and the libraries it found, so
+  # a folder configured for one venv would go on building against it after a version change.
+  KCERT_TORCH_BUILD=build-pypi-${version%%+*}
   echo "torch-source: LibTorch $version from PyPI (CUDA ${cuda/-/none}) in $prefix"
 }

@@ -116,8 +116,19 @@ contract::TestCase with_overrides(const contract::TestCase& in, const RunOptions
   }
   if (options.seed) tc.probe.seed = *options.seed;
   // The expectation of the environment this run is in, where the case has one: the LibTorch
-  // release, then the CPU's bf16 GEMM path (more specific, so it wins).
-  for (const auto& condition : numerics::expectation_conditions(options.device)) {
+  // major release, then release thresholds that hold, lowest first (libtorch>=2.11 over
+  // libtorch2), then the CPU's bf16 GEMM path (most specific, so it wins).
+  std::vector<std::string> conditions = numerics::expectation_conditions(options.device);
+  std::vector<std::pair<std::pair<int, int>, std::string>> thresholds;
+  for (const auto& [name, expectation] : tc.expected_on) {
+    if (const auto t = numerics::parse_release_threshold(name); t && numerics::torch_at_least(t->first, t->second))
+      thresholds.emplace_back(*t, name);
+  }
+  std::sort(thresholds.begin(), thresholds.end());
+  std::vector<std::string> ordered{conditions.front()};
+  for (const auto& t : thresholds) ordered.push_back(t.second);
+  ordered.insert(ordered.end(), conditions.begin() + 1, conditions.end());
+  for (const auto& condition : ordered) {
     if (const auto it = tc.expected_on.find(condition); it != tc.expected_on.end()) {
       tc.expected = it->second;
       tc.expected.condition = condition;
@@ -237,13 +248,18 @@ CaseResult run_case(const contract::TestCase& tc_in, const kernels::Registry& re
   result.runtime.device = options.device;
   result.runtime.threads = at::get_num_threads();
   const auto device = resolve_device(options.device);
-  // The case runs under the run's math modes with its own on top, and leaves ATen's global
-  // context as it found it (numerics/math_modes.hpp).
+  // The case runs under the run's math modes with its own on top; afterwards ATen's global
+  // context holds the run's modes again (numerics/math_modes.hpp).
   struct MathModesScope {
     explicit MathModesScope(const numerics::MathModes& case_modes)
         : in_effect(numerics::apply_math_modes(numerics::merged(numerics::process_math_modes(), case_modes),
                                                case_modes.bf16_reduced_precision_reduction.has_value())) {}
-    ~MathModesScope() { numerics::apply_math_modes(numerics::process_math_modes(), false); }
+    ~MathModesScope() {
+      try {
+        numerics::apply_math_modes(numerics::process_math_modes(), false);
+      } catch (...) {  // the run's own modes applied once already; a destructor must not throw
+      }
+    }
     MathModesScope(const MathModesScope&) = delete;
     MathModesScope& operator=(const MathModesScope&) = delete;
     numerics::MathModes in_effect;

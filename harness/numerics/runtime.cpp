@@ -7,6 +7,7 @@
 #include <torch/cuda.h>
 
 #include <malloc.h>
+#include <stdlib.h>
 
 #include <stdexcept>
 #include <thread>
@@ -91,7 +92,13 @@ MathModes apply_math_modes(const MathModes& modes, bool explicit_request) {
   }
   // warn_only = false: a kernel without a deterministic implementation is a harness error
   // under deterministic_algorithms=on, not a silent exception to it.
-  if (modes.deterministic_algorithms) ctx.setDeterministicAlgorithms(*modes.deterministic_algorithms, false);
+  if (modes.deterministic_algorithms) {
+    // cuBLAS is deterministic only with a fixed workspace; ATen refuses every cuBLAS GEMM under
+    // deterministic algorithms without this (read at each call, so setting it here suffices).
+    // A value the user set is kept.
+    if (*modes.deterministic_algorithms) ::setenv("CUBLAS_WORKSPACE_CONFIG", ":4096:8", 0);
+    ctx.setDeterministicAlgorithms(*modes.deterministic_algorithms, false);
+  }
   if (modes.cudnn_benchmark) ctx.setBenchmarkCuDNN(*modes.cudnn_benchmark);
   return current_math_modes();
 }
@@ -114,12 +121,30 @@ const std::vector<std::string>& cpu_bf16_gemm_accumulating_in_bf16() {
   return layouts;
 }
 
+std::optional<std::pair<int, int>> parse_release_threshold(const std::string& condition) {
+  const std::string prefix = "libtorch>=";
+  if (condition.rfind(prefix, 0) != 0) return std::nullopt;
+  const auto v = condition.substr(prefix.size());
+  const auto dot = v.find('.');
+  if (dot == std::string::npos) return std::nullopt;
+  const auto number = [](const std::string& s) -> std::optional<int> {
+    if (s.empty() || s.size() > 4 || (s.size() > 1 && s[0] == '0')) return std::nullopt;
+    for (char c : s)
+      if (c < '0' || c > '9') return std::nullopt;
+    return std::stoi(s);
+  };
+  const auto major = number(v.substr(0, dot));
+  const auto minor = number(v.substr(dot + 1));
+  if (!major || !minor) return std::nullopt;
+  return std::make_pair(*major, *minor);
+}
+
+bool torch_at_least(int major, int minor) {
+  return TORCH_VERSION_MAJOR > major || (TORCH_VERSION_MAJOR == major && TORCH_VERSION_MINOR >= minor);
+}
+
 std::vector<std::string> expectation_conditions(const std::string& device) {
   std::vector<std::string> out{"libtorch" + std::to_string(TORCH_VERSION_MAJOR)};
-  // "libtorch>=2.0" ... "libtorch>=2.15" on 2.15: a case names the first release whose
-  // kernel changed its prediction; the newest threshold that holds is the most specific.
-  for (int minor = 0; minor <= TORCH_VERSION_MINOR; ++minor)
-    out.push_back("libtorch>=" + std::to_string(TORCH_VERSION_MAJOR) + "." + std::to_string(minor));
   if (device == "cpu" && !cpu_bf16_gemm_accumulating_in_bf16().empty()) out.emplace_back("cpu_bf16_gemm_in_bf16");
   return out;
 }

@@ -106,9 +106,11 @@ std::string library_version_text(long v) {
   return std::to_string(v / 10000) + "." + std::to_string(v / 100 % 100) + "." + std::to_string(v % 100);
 }
 
-// The GPU stack where a CUDA device is usable: what changes a GPU kernel's bits. Read through
-// ATen's CUDA hooks and the libraries LibTorch itself loaded, so the CPU build needs no CUDA
-// headers and the versions are those that run, not those kcert was compiled against.
+// The GPU stack where a CUDA device is usable: what changes a GPU kernel's bits. The versions
+// are asked of the libraries LibTorch itself loaded (libtorch_cuda needs libcudart, libcudnn
+// and libcublasLt), so they are those that run, not those anything was compiled against
+// (ATen's CUDA hooks report libtorch_cuda's build-time CUDART_VERSION / CUDNN_VERSION: a
+// swapped nvidia-cudnn wheel would not show there), and the CPU build needs no CUDA headers.
 void add_gpu_identity(nlohmann::json& id, const std::string& smi_line) {
   // nvidia-smi: "NVIDIA H200, 9.0, 570.124.06"
   std::vector<std::string> parts;
@@ -120,13 +122,20 @@ void add_gpu_identity(nlohmann::json& id, const std::string& smi_line) {
   id["gpu_name"] = parts.size() > 0 ? parts[0] : "unknown";
   id["gpu_compute_capability"] = parts.size() > 1 ? parts[1] : "unknown";
   id["gpu_driver"] = parts.size() > 2 ? parts[2] : "unknown";
-  const auto& hooks = at::detail::getCUDAHooks();
-  id["cuda_runtime"] = cudart_version_text(hooks.versionCUDART());
-  id["cudnn"] = hooks.hasCuDNN() ? library_version_text(hooks.versionCuDNN()) : "none";
-  // libcublasLt is loaded with libtorch_cuda; its version function takes no handle.
-  using LtVersion = std::size_t (*)();
-  const auto lt = reinterpret_cast<LtVersion>(::dlsym(RTLD_DEFAULT, "cublasLtGetVersion"));
+  using RuntimeVersion = int (*)(int*);
+  int runtime = 0;
+  if (const auto f = reinterpret_cast<RuntimeVersion>(::dlsym(RTLD_DEFAULT, "cudaRuntimeGetVersion")); f && f(&runtime) == 0)
+    id["cuda_runtime"] = cudart_version_text(runtime);
+  else
+    id["cuda_runtime"] = "unknown";
+  using SizeVersion = std::size_t (*)();  // cudnnGetVersion and cublasLtGetVersion take nothing
+  const auto cudnn = reinterpret_cast<SizeVersion>(::dlsym(RTLD_DEFAULT, "cudnnGetVersion"));
+  id["cudnn"] = cudnn ? library_version_text(static_cast<long>(cudnn())) : "none";
+  const auto lt = reinterpret_cast<SizeVersion>(::dlsym(RTLD_DEFAULT, "cublasLtGetVersion"));
   id["cublas"] = lt ? library_version_text(static_cast<long>(lt())) : "unknown";
+  // What libtorch_cuda was compiled against, beside what runs.
+  const auto& hooks = at::detail::getCUDAHooks();
+  id["cuda_runtime_built"] = cudart_version_text(hooks.versionCUDART());
   nlohmann::json modes = nlohmann::json::object();
   for (const auto& [name, value] : numerics::math_mode_fields(numerics::process_math_modes()))
     if (value) modes[name] = *value;

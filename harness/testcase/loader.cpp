@@ -11,6 +11,7 @@
 
 #include "harness/testcase/loader.hpp"
 
+#include "harness/numerics/runtime.hpp"  // parse_release_threshold (torch-free header)
 #include "harness/stats/format.hpp"
 
 namespace kcert::testcase {
@@ -517,17 +518,9 @@ TestCase read_document(const Reader& r, YAML::Node doc, const FamilySchemas& fam
     r.require_map(on, "expected_on");
     for (const auto& kv : on) {
       const auto release = kv.first.as<std::string>();
-      // libtorch>=MAJOR.MINOR: from that release on.
-      const auto is_threshold = [](const std::string& s) {
-        const std::string prefix = "libtorch>=";
-        if (s.rfind(prefix, 0) != 0) return false;
-        const auto v = s.substr(prefix.size());
-        const auto dot = v.find('.');
-        if (dot == std::string::npos || dot == 0 || dot + 1 == v.size()) return false;
-        return std::all_of(v.begin(), v.end(), [](char c) { return c == '.' || (c >= '0' && c <= '9'); }) &&
-               v.find('.', dot + 1) == std::string::npos;
-      };
-      if (release != "libtorch1" && release != "libtorch2" && release != "cpu_bf16_gemm_in_bf16" && !is_threshold(release))
+      // libtorch>=MAJOR.MINOR: from that release on (numerics::parse_release_threshold).
+      if (release != "libtorch1" && release != "libtorch2" && release != "cpu_bf16_gemm_in_bf16" &&
+          !numerics::parse_release_threshold(release))
         r.fail(kv.first, "expected_on." + release,
                "unknown condition (expected one of: libtorch1, libtorch2, libtorch>=MAJOR.MINOR, cpu_bf16_gemm_in_bf16)");
       if (!doc["expected"]) r.fail(kv.first, "expected_on", "needs an `expected` for the other environments");

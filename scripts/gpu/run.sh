@@ -35,6 +35,7 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 out=${1:?usage: scripts/gpu/run.sh OUT}
 mkdir -p "$out"
 out=$(cd "$out" && pwd)
+trap 'rm -rf "$out/.build"' EXIT
 start=$(date +%s)
 deadline=$((start + ${KCERT_GPU_DEADLINE:-540}))
 py=${KCERT_PYTHON:-python3}
@@ -75,7 +76,7 @@ fi
 cat "$out/.build/configure.log" "$out/.build/build.log" >>"$out/build.log" 2>/dev/null
 rm -rf "$out/.build"
 say "built in $(( $(date +%s) - t0 )) s"
-if [[ -n $debs_args ]]; then
+if ((${#debs_args[@]})); then
   export LD_LIBRARY_PATH="$debs/root/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 fi
 kcert=$build/kcert
@@ -126,7 +127,7 @@ if [[ -n ${KCERT_GPU_CPU_REFERENCE:-} ]]; then compare "$KCERT_GPU_CPU_REFERENCE
 {
   echo "---- environment"
   "$kcert" environment 2>&1
-  "$kcert" environment --json 2>&1 | "$py" -c 'import json,sys; print(json.dumps(json.load(sys.stdin)["identity"], indent=1))' 
+  "$kcert" environment --json 2>/dev/null | "$py" -c 'import json,sys; print(json.dumps(json.load(sys.stdin)["identity"], indent=1))' 
   echo "---- verdict differences (compare.txt has every field)"
   grep -E "verdict|^====" "$out/compare.txt" || echo "(none)"
 } >>"$summary" 2>&1

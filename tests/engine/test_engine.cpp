@@ -11,6 +11,7 @@
 #include "harness/engine/engine.hpp"
 #include "harness/gates/bias_gate.hpp"
 #include "harness/kernels/registry.hpp"
+#include "harness/numerics/math_modes.hpp"
 #include "harness/stats/random.hpp"
 #include "harness/store/json.hpp"
 #include "harness/testcase/loader.hpp"
@@ -207,6 +208,46 @@ TEST_CASE("the algebra gate reports a different function with its worst location
   const auto same = kcert::engine::run_case(rmsnorm_case(registry, "gemma", "gemma_offset_in_w"), registry, {});
   CHECK(same.algebra.verdict == Verdict::pass);
   CHECK(same.algebra.worst_discrepancy == 0.0);
+}
+
+TEST_CASE("a case runs under its own math modes and leaves the run's in ATen's context", "[engine][math_modes]") {
+  const auto registry = builtin_registry();
+  auto tc = rmsnorm_case(registry, "gemma", "gemma_offset_in_w");
+  tc.gates.replicates = 8;
+  tc.gates.max_replicates = 8;
+  tc.gates.algebra_replicates = 2;
+  tc.math_modes.tf32_matmul = true;
+  tc.math_modes.cudnn_benchmark = true;
+  const auto r = kcert::engine::run_case(tc, registry, {});
+  CHECK(r.math_modes.tf32_matmul == true);
+  CHECK(r.math_modes.cudnn_benchmark == true);
+  CHECK(r.math_modes.tf32_cudnn == false);  // the run's pinned value
+  const auto now = kcert::numerics::current_math_modes();
+  CHECK(now.tf32_matmul == false);
+  CHECK(now.cudnn_benchmark == false);
+  const auto doc = kcert::store::results_document({r}, "x");
+  CHECK(doc["results"][0]["provenance"]["math_modes"]["tf32_matmul"] == true);
+}
+
+TEST_CASE("a release threshold's expectation applies from that release on, the newest one that holds", "[engine]") {
+  const auto registry = builtin_registry();
+  auto tc = rmsnorm_case(registry, "gemma", "gemma_offset_in_w");
+  tc.gates.replicates = 8;
+  tc.gates.max_replicates = 8;
+  tc.gates.algebra_replicates = 2;
+  tc.expected.gates["algebra"] = {Verdict::pass};
+  kcert::contract::Expectation old_release, any_release, future;
+  old_release.gates["algebra"] = {Verdict::warn};
+  any_release.gates["algebra"] = {Verdict::fail};
+  future.gates["algebra"] = {Verdict::pass, Verdict::warn};
+  tc.expected_on["libtorch>=0.1"] = old_release;
+  tc.expected_on["libtorch>=1.0"] = any_release;
+  tc.expected_on["libtorch>=99.0"] = future;
+  const auto r = kcert::engine::run_case(tc, registry, {});
+  CHECK(r.testcase.expected.condition == "libtorch>=1.0");
+  const auto& algebra = r.testcase.expected.gates.at("algebra");
+  REQUIRE(algebra.size() == 1);
+  CHECK(algebra.front() == Verdict::fail);
 }
 
 TEST_CASE("the cuda device is refused clearly on a CPU-only LibTorch", "[engine]") {

@@ -97,7 +97,17 @@ TEST_CASE("expected_on holds one LibTorch release's expectation, checked like ex
   CHECK(tc.expected.gates.at("bias").front() == kcert::stats::Verdict::warn);  // the default stays
   CHECK_THROWS_WITH(parse(edit("expected: {algebra: PASS, bias: [WARN, FAIL]}",
                                "expected: {algebra: PASS}\nexpected_on:\n  libtorch3: {algebra: PASS}")),
-                    Catch::Contains("expected_on.libtorch3: unknown key (expected one of: libtorch1, libtorch2, cpu_bf16_gemm_in_bf16)"));
+                    Catch::Contains("expected_on.libtorch3: unknown condition (expected one of: libtorch1, libtorch2, "
+                                    "libtorch>=MAJOR.MINOR, cpu_bf16_gemm_in_bf16)"));
+  // Release thresholds: MAJOR.MINOR, no leading zeros, no patch level.
+  const auto t = parse(edit("expected: {algebra: PASS, bias: [WARN, FAIL]}",
+                            "expected: {algebra: PASS}\nexpected_on:\n  libtorch>=2.11: {bias: FAIL}"));
+  CHECK(t.expected_on.count("libtorch>=2.11") == 1);
+  for (const char* bad : {"libtorch>=2", "libtorch>=2.1.0", "libtorch>=2.06", "libtorch>=x.1", "libtorch>2.1"}) {
+    CHECK_THROWS_WITH(parse(edit("expected: {algebra: PASS, bias: [WARN, FAIL]}",
+                                 std::string("expected: {algebra: PASS}\nexpected_on:\n  ") + bad + ": {bias: FAIL}")),
+                      Catch::Contains("unknown condition"));
+  }
   CHECK_THROWS_WITH(parse(edit("expected: {algebra: PASS, bias: [WARN, FAIL]}",
                                "expected: {algebra: PASS}\nexpected_on:\n  libtorch2: {bias: MAYBE}")),
                     Catch::Contains("expected_on.libtorch2.bias: expected PASS, WARN or FAIL, got 'MAYBE'"));
@@ -215,4 +225,16 @@ TEST_CASE("missing required fields and bad syntax are reported with a position",
   CHECK_THROWS_WITH(parse(edit("schema: 1", "schema: 2")), Catch::Contains("schema: expected 1"));
   CHECK_THROWS_WITH(parse("id: [unclosed\n"), Catch::StartsWith("case.yaml:2:1: YAML syntax error"));
   CHECK_THROWS_AS(kcert::testcase::load_testcase("/nonexistent.yaml", schemas()), LoadError);
+}
+
+TEST_CASE("math_modes: names the modes it sets, and rejects what is not a mode or a boolean", "[loader]") {
+  const auto tc = parse(edit("profiles:", "math_modes: {tf32_matmul: true, deterministic_algorithms: false}\nprofiles:"));
+  CHECK(tc.math_modes.tf32_matmul == true);
+  CHECK(tc.math_modes.deterministic_algorithms == false);
+  CHECK_FALSE(tc.math_modes.tf32_cudnn.has_value());
+  CHECK_FALSE(parse(kValid).math_modes.tf32_matmul.has_value());
+  CHECK_THROWS_WITH(parse(edit("profiles:", "math_modes: {tf32: true}\nprofiles:")),
+                    Catch::Contains("case.yaml:15:14: math_modes.tf32: unknown key (expected one of: tf32_matmul, tf32_cudnn"));
+  CHECK_THROWS_WITH(parse(edit("profiles:", "math_modes: {tf32_matmul: on}\nprofiles:")),
+                    Catch::Contains("math_modes.tf32_matmul: expected true or false, got 'on'"));
 }

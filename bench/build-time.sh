@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# Cold and warm build times of kcert, as CI builds it (docs/benchmarks.md, "Build time").
+#
+#   bench/build-time.sh [SRC] [CMAKE-ARGS...]
+#
+#   SRC         a kcert checkout (default: this one); a worktree of an older commit measures
+#               "before": git worktree add /var/tmp/kcert-before COMMIT
+#   CMAKE-ARGS  extra configure options, e.g. the PyPI torch's (scripts/torch-source.sh) or
+#               -DKCERT_DEBUG_INFO=OFF -DKCERT_BUILD_BENCHMARKS=OFF
+#
+# cold: a fresh build folder and an empty private ccache: every translation unit compiles
+#       (ccache only stores; its lookups all miss), as on a fresh CI machine.
+# warm: another fresh build folder with that ccache: what rebuilding unchanged sources costs
+#       on the same machine (ccache hits; linking, the precompiled headers' checks and the
+#       man pages still run).
+# Prints one line per build: seconds, build steps, ccache hits. Needs a quiet machine.
+set -euo pipefail
+SRC=$(cd "${1:-$(dirname "${BASH_SOURCE[0]}")/..}" && pwd)
+shift || true
+work=$(mktemp -d /var/tmp/kcert-build-time.XXXXXX)
+trap 'rm -rf "$work"' EXIT
+export CCACHE_DIR=$work/ccache CCACHE_MAXSIZE=20G
+build_once() {
+  local name=$1 dir=$work/$1
+  ccache -z >/dev/null
+  local t0
+  t0=$(date +%s.%N)
+  cmake -S "$SRC" -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo "$@" >"$work/$name.configure.log" 2>&1 ||
+    { tail -20 "$work/$name.configure.log"; exit 1; }
+  cmake --build "$dir" --parallel "$(nproc)" >"$work/$name.build.log" 2>&1 || { tail -20 "$work/$name.build.log"; exit 1; }
+  local t1 steps hits
+  t1=$(date +%s.%N)
+  steps=$(grep -c '^\[' "$work/$name.build.log" || true)
+  hits=$(ccache -s 2>/dev/null | awk '/Hits:/ {print $2 "/" $4; exit}')
+  printf '%-5s %7.1f s  %4d steps  ccache hits %s  (%s)\n' "$name" "$(awk -v a="$t0" -v b="$t1" 'BEGIN { print b - a }')" "$steps" "${hits:-?}" "$SRC"
+}
+build_once cold "$@"
+rm -rf "$work/cold"
+build_once warm "$@"
