@@ -150,6 +150,7 @@ void print_controls(std::ostream& out, const std::vector<eval::ControlOutcome>& 
 
 std::string condition_in_words(const std::string& condition) {
   if (condition == "cpu_bf16_gemm_in_bf16") return "for a CPU whose bf16 GEMM accumulates in bf16 (cpu_bf16_gemm_in_bf16)";
+  if (condition.rfind("libtorch>=", 0) == 0) return "for LibTorch " + condition.substr(10) + " and later (" + condition + ")";
   if (condition.rfind("libtorch", 0) == 0) return "for LibTorch " + condition.substr(8) + ".x (" + condition + ")";
   return "under " + condition;
 }

@@ -6,7 +6,7 @@
 
 using kcert::numerics::MathModes;
 
-TEST_CASE("--math-mode assignments parse, and bad ones name what is allowed", "[math_modes]") {
+TEST_CASE("math-mode assignments NAME=on|off parse, and bad ones name what is allowed", "[math_modes]") {
   MathModes m;
   kcert::numerics::parse_math_mode(m, "tf32_matmul=on");
   kcert::numerics::parse_math_mode(m, "deterministic_algorithms=false");
