@@ -20,8 +20,10 @@ shift || true
 work=$(mktemp -d /var/tmp/kcert-build-time.XXXXXX)
 trap 'rm -rf "$work"' EXIT
 export CCACHE_DIR=$work/ccache CCACHE_MAXSIZE=20G
+# Both builds in the same folder: with debug info ccache hashes the working directory, so a
+# warm build elsewhere would miss every entry.
 build_once() {
-  local name=$1 dir=$work/$1
+  local name=$1 dir=$work/build
   ccache -z >/dev/null
   local t0
   t0=$(date +%s.%N)
@@ -35,5 +37,5 @@ build_once() {
   printf '%-5s %7.1f s  %4d steps  ccache hits %s  (%s)\n' "$name" "$(awk -v a="$t0" -v b="$t1" 'BEGIN { print b - a }')" "$steps" "${hits:-?}" "$SRC"
 }
 build_once cold "$@"
-rm -rf "$work/cold"
+rm -rf "$work/build"
 build_once warm "$@"
