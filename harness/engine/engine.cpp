@@ -234,6 +234,24 @@ class PairEvaluator {
   Runtime& runtime_;
 };
 
+// The case runs under the run's math modes with its own on top; afterwards ATen's global
+// context holds the run's modes again (numerics/math_modes.hpp).
+class MathModesScope {
+ public:
+  explicit MathModesScope(const numerics::MathModes& case_modes)
+      : in_effect(numerics::apply_math_modes(numerics::merged(numerics::process_math_modes(), case_modes),
+                                             case_modes.bf16_reduced_precision_reduction.has_value())) {}
+  ~MathModesScope() {
+    try {
+      numerics::apply_math_modes(numerics::process_math_modes(), false);
+    } catch (...) {  // the run's own modes applied once already; a destructor must not throw
+    }
+  }
+  MathModesScope(const MathModesScope&) = delete;
+  MathModesScope& operator=(const MathModesScope&) = delete;
+  const numerics::MathModes in_effect;
+};
+
 }  // namespace
 
 CaseResult run_case(const contract::TestCase& tc_in, const kernels::Registry& registry, const RunOptions& options) {
@@ -248,22 +266,7 @@ CaseResult run_case(const contract::TestCase& tc_in, const kernels::Registry& re
   result.runtime.device = options.device;
   result.runtime.threads = at::get_num_threads();
   const auto device = resolve_device(options.device);
-  // The case runs under the run's math modes with its own on top; afterwards ATen's global
-  // context holds the run's modes again (numerics/math_modes.hpp).
-  struct MathModesScope {
-    explicit MathModesScope(const numerics::MathModes& case_modes)
-        : in_effect(numerics::apply_math_modes(numerics::merged(numerics::process_math_modes(), case_modes),
-                                               case_modes.bf16_reduced_precision_reduction.has_value())) {}
-    ~MathModesScope() {
-      try {
-        numerics::apply_math_modes(numerics::process_math_modes(), false);
-      } catch (...) {  // the run's own modes applied once already; a destructor must not throw
-      }
-    }
-    MathModesScope(const MathModesScope&) = delete;
-    MathModesScope& operator=(const MathModesScope&) = delete;
-    numerics::MathModes in_effect;
-  } math_modes(tc.math_modes);
+  const MathModesScope math_modes(tc.math_modes);
   result.math_modes = math_modes.in_effect;
   PairEvaluator pair(tc, registry, device, out_format, result.runtime);
 

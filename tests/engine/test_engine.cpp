@@ -38,6 +38,16 @@ kcert::contract::TestCase rmsnorm_case(const kcert::kernels::Registry& registry,
   return kcert::testcase::parse_testcase(yaml, "t.yaml", schemas);
 }
 
+// A case that runs in a moment: what it computes does not matter, only what the engine does
+// around it.
+kcert::contract::TestCase tiny_case(const kcert::kernels::Registry& registry) {
+  auto tc = rmsnorm_case(registry, "gemma", "gemma_offset_in_w");
+  tc.gates.replicates = 8;
+  tc.gates.max_replicates = 8;
+  tc.gates.algebra_replicates = 2;
+  return tc;
+}
+
 }  // namespace
 
 TEST_CASE("a NaN from a kernel is a FAIL with its location, not a crash", "[engine]") {
@@ -212,10 +222,7 @@ TEST_CASE("the algebra gate reports a different function with its worst location
 
 TEST_CASE("a case runs under its own math modes and leaves the run's in ATen's context", "[engine][math_modes]") {
   const auto registry = builtin_registry();
-  auto tc = rmsnorm_case(registry, "gemma", "gemma_offset_in_w");
-  tc.gates.replicates = 8;
-  tc.gates.max_replicates = 8;
-  tc.gates.algebra_replicates = 2;
+  auto tc = tiny_case(registry);
   tc.math_modes.tf32_matmul = true;
   tc.math_modes.cudnn_benchmark = true;
   const auto r = kcert::engine::run_case(tc, registry, {});
@@ -231,10 +238,7 @@ TEST_CASE("a case runs under its own math modes and leaves the run's in ATen's c
 
 TEST_CASE("a release threshold's expectation applies from that release on, the newest one that holds", "[engine]") {
   const auto registry = builtin_registry();
-  auto tc = rmsnorm_case(registry, "gemma", "gemma_offset_in_w");
-  tc.gates.replicates = 8;
-  tc.gates.max_replicates = 8;
-  tc.gates.algebra_replicates = 2;
+  auto tc = tiny_case(registry);
   tc.expected.gates["algebra"] = {Verdict::pass};
   kcert::contract::Expectation old_release, any_release, future;
   old_release.gates["algebra"] = {Verdict::warn};
