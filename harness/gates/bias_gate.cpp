@@ -9,20 +9,47 @@
 
 namespace kcert::gates {
 
-BiasAccumulator::BiasAccumulator(std::size_t buckets) : signed_(buckets), magnitude_(buckets), scale_sum_(buckets, 0.0) {}
+BiasAccumulator::BiasAccumulator(std::size_t buckets)
+    : signed_(buckets), magnitude_(buckets), signed_sides_(buckets), magnitude_sides_(buckets), scale_sum_(buckets, 0.0) {}
+
+void BiasAccumulator::SideMoments::add(std::span<const double> ref_row, std::span<const double> prod_row) {
+  if (ref_row.size() != prod_row.size()) throw std::invalid_argument("BiasAccumulator::add: side error rows differ in size");
+  std::vector<double> s(ref_row.size()), d(ref_row.size());
+  for (std::size_t g = 0; g < ref_row.size(); ++g) {
+    s[g] = ref_row[g] + prod_row[g];
+    d[g] = ref_row[g] - prod_row[g];
+  }
+  ref.add_row(ref_row);
+  prod.add_row(prod_row);
+  sum.add_row(s);
+  gap.add_row(d);
+}
 
 void BiasAccumulator::add(std::span<const double> delta, std::span<const double> magnitude,
-                          std::span<const double> abs_oracle_mean, double peak) {
+                          std::span<const double> abs_oracle_mean, double peak, const SideErrors* errors) {
   peak_sum_ += peak;
   signed_.add_row(delta);
   magnitude_.add_row(magnitude);
   if (abs_oracle_mean.size() != scale_sum_.size()) throw std::invalid_argument("BiasAccumulator::add: scale row has the wrong size");
   for (std::size_t g = 0; g < scale_sum_.size(); ++g) scale_sum_[g] += abs_oracle_mean[g];
+  if (errors == nullptr || errors->ref.empty()) {
+    attributable_ = false;
+  } else if (attributable_) {
+    signed_sides_.add(errors->ref, errors->prod);
+    magnitude_sides_.add(errors->ref_magnitude, errors->prod_magnitude);
+  }
 }
 
 namespace {
 
-BiasStatisticResult judge(const stats::BucketMoments& m, const std::vector<double>& scale, const std::vector<double>& ulp,
+stats::BucketSample sample_of(const stats::RunningMoments& m, double ulp) { return {m.count(), m.mean(), m.sd(), ulp}; }
+
+BucketReport::SideBias side_of(const stats::BucketDecision& d, double mean) {
+  return {mean, d.z, d.ulp_effect, d.verdict};
+}
+
+BiasStatisticResult judge(const stats::BucketMoments& m, const BiasAccumulator::SideMoments* sides,
+                          const std::vector<double>& scale, const std::vector<double>& ulp,
                           stats::BiasStatistic which, const stats::BiasThresholds& t, double cut) {
   BiasStatisticResult out;
   out.statistic = which;
@@ -42,9 +69,22 @@ BiasStatisticResult judge(const stats::BucketMoments& m, const std::vector<doubl
     b.scale = scale[g];
     b.ulp = ulp[g];
     b.verdict = d.verdict;
-    out.verdict = stats::worst(out.verdict, d.verdict);
-    out.fail_buckets += d.verdict == Verdict::fail;
-    out.warn_buckets += d.verdict == Verdict::warn;
+    if (sides != nullptr) {
+      const stats::AttributionSample a{sample_of(sides->ref[g], ulp[g]), sample_of(sides->prod[g], ulp[g]),
+                                       sample_of(sides->sum[g], ulp[g]), sample_of(sides->gap[g], ulp[g])};
+      const auto at = stats::attribute_bucket(d, a, t, cut);
+      b.has_sides = true;
+      b.ref_error = side_of(at.ref, sides->ref[g].mean());
+      b.prod_error = side_of(at.prod, sides->prod[g].mean());
+      if (d.verdict == Verdict::fail && at.production_closer) {
+        b.verdict = Verdict::warn;
+        b.attributed = true;
+        ++out.attributed_buckets;
+      }
+    }
+    out.verdict = stats::worst(out.verdict, b.verdict);
+    out.fail_buckets += b.verdict == Verdict::fail;
+    out.warn_buckets += b.verdict == Verdict::warn;
     out.max_abs_z = std::max(out.max_abs_z, std::fabs(d.z));
     out.max_ulp_effect = std::max(out.max_ulp_effect, d.ulp_effect);
     all.push_back(b);
@@ -59,7 +99,7 @@ BiasStatisticResult judge(const stats::BucketMoments& m, const std::vector<doubl
   out.top.assign(all.begin(), all.begin() + static_cast<std::ptrdiff_t>(std::min<std::size_t>(5, all.size())));
   std::vector<std::pair<double, double>> sig;
   for (const auto& b : all) {
-    if (std::fabs(b.z) > cut) sig.emplace_back(b.effect, b.ulp_effect);
+    if (std::fabs(b.z) > cut && !b.attributed) sig.emplace_back(b.effect, b.ulp_effect);
   }
   std::sort(sig.begin(), sig.end(), [](const auto& a, const auto& b) {
     return a.first != b.first ? a.first > b.first : a.second > b.second;
@@ -83,14 +123,24 @@ BiasResult BiasAccumulator::decide(const stats::BiasThresholds& thresholds,
   if (n < 2) throw std::invalid_argument("bias gate: needs at least 2 replicates, got " + std::to_string(n));
   std::vector<double> scale(buckets()), ulp(buckets());
   const double max_w = stats::max_finite(working);
+  double output_scale = 0.0;  // mean |oracle| over the whole output (buckets weighted alike)
   for (std::size_t g = 0; g < buckets(); ++g) {
     scale[g] = scale_sum_[g] / static_cast<double>(n);
-    // A bucket whose oracle is exactly 0 (an expert nobody routes to) would get the smallest
-    // subnormal as its ULP and an ULP effect of ~1e38: the indifference zone would vanish
-    // exactly where nothing is computed. It takes the ULP at the output's peak instead, as
-    // the variance gate's ε does (docs/statistics.md).
-    const double at = scale[g] > 0.0 ? scale[g] : peak_sum_ / static_cast<double>(n);
-    ulp[g] = stats::ulp_spacing(std::min(at, max_w), working);
+    output_scale += scale[g] / static_cast<double>(buckets());
+  }
+  // A bucket's ULP is taken at no less than one ULP of the output's scale. A bucket far
+  // below the output's bulk (an expert the router almost never picks: mean |oracle| 6.4e-6)
+  // holds values at the bulk's rounding level, which its own ULP cannot measure: its ULP
+  // effect ran to 1.1e6 and the indifference zone vanished where almost nothing is
+  // computed (issue 30). Below ULP(scale of the output) a value is lost in a sum with the
+  // output's typical values, so that is where the floor sits: it leaves every bucket within
+  // a factor 2^p of the bulk (p: W's precision, 2^8 for bf16) as before. An output that is
+  // 0 everywhere takes the ULP at its peak (the variance gate's ε), and a peak of 0 the
+  // smallest subnormal, as ulp_spacing(0) is.
+  const double floor_at = output_scale > 0.0 ? stats::ulp_spacing(std::min(output_scale, max_w), working)
+                                             : peak_sum_ / static_cast<double>(n);
+  for (std::size_t g = 0; g < buckets(); ++g) {
+    ulp[g] = stats::ulp_spacing(std::min(std::max(scale[g], floor_at), max_w), working);
   }
   BiasResult r;
   r.axis = axis;
@@ -109,10 +159,12 @@ BiasResult BiasAccumulator::decide(const stats::BiasThresholds& thresholds,
     t.c = thresholds.c_of(s);
     return t;
   };
-  r.signed_statistic = judge(signed_, scale, ulp, stats::BiasStatistic::signed_difference,
+  r.attribution = attributable_;
+  r.signed_statistic = judge(signed_, attributable_ ? &signed_sides_ : nullptr, scale, ulp,
+                             stats::BiasStatistic::signed_difference,
                              floors_of(stats::BiasStatistic::signed_difference), r.z_cut);
-  r.magnitude_statistic = judge(magnitude_, scale, ulp, stats::BiasStatistic::magnitude,
-                                floors_of(stats::BiasStatistic::magnitude), r.z_cut);
+  r.magnitude_statistic = judge(magnitude_, attributable_ ? &magnitude_sides_ : nullptr, scale, ulp,
+                                stats::BiasStatistic::magnitude, floors_of(stats::BiasStatistic::magnitude), r.z_cut);
   for (auto s : deciding) {
     auto& res = s == stats::BiasStatistic::signed_difference ? r.signed_statistic : r.magnitude_statistic;
     res.deciding = true;
@@ -126,6 +178,27 @@ BiasResult BiasAccumulator::decide(const stats::BiasThresholds& thresholds,
     r.reason += std::string(r.reason.back() == ':' ? " " : "; ") + std::string(stats::to_string(s->statistic)) + " " +
                 std::to_string(s->fail_buckets) + " FAIL / " + std::to_string(s->warn_buckets) + " WARN (max |z| " + stats::format_number(s->max_abs_z) + ")";
   }
+  // "; 64 FAIL buckets attributed to the reference: ..." once per gate, with the worst one.
+  std::int64_t attributed = 0;
+  const BucketReport* example = nullptr;
+  for (const auto* s : {&r.signed_statistic, &r.magnitude_statistic}) {
+    if (!s->deciding) continue;
+    attributed += s->attributed_buckets;
+    for (const auto& b : s->flagged)
+      if (b.attributed && (example == nullptr || std::fabs(b.z) > std::fabs(example->z))) example = &b;
+  }
+  if (attributed > 0) {
+    r.reason += "; " + std::to_string(attributed) +
+                " FAIL bucket(s) attributed to the reference: it is biased against the fp64 oracle and the production is "
+                "closer to exact (review: the migration changes the arithmetic, towards exact)";
+    if (example != nullptr) {
+      r.reason += "; e.g. bucket " + std::to_string(example->bucket) + ": ref - oracle " +
+                  stats::format_number(example->ref_error.ulp_effect) + " ULP (|z| " +
+                  stats::format_number(std::fabs(example->ref_error.z)) + "), prod - oracle " +
+                  stats::format_number(example->prod_error.ulp_effect) + " ULP (|z| " +
+                  stats::format_number(std::fabs(example->prod_error.z)) + ")";
+    }
+  }
   return r;
 }
 
@@ -138,7 +211,8 @@ void BiasGate::observe(const ReplicateBatch& batch) {
   for (const auto& o : batch.replicates) {
     if (r++ >= settings_.replicates) break;
     if (!moments_) moments_.emplace(o.delta.size());
-    moments_->add(o.delta, o.magnitude, o.abs_oracle, o.peak);
+    const BiasAccumulator::SideErrors errors{o.ref_error, o.ref_error_magnitude, o.prod_error, o.prod_error_magnitude};
+    moments_->add(o.delta, o.magnitude, o.abs_oracle, o.peak, &errors);
   }
 }
 

@@ -19,11 +19,18 @@ class BiasAccumulator {
  public:
   explicit BiasAccumulator(std::size_t buckets);
 
+  // Each side's bucket means of its error against the oracle, signed and as sign(ref)·error
+  // (ReplicateObservation's ref_error... fields): what the attribution needs.
+  struct SideErrors {
+    std::span<const double> ref, ref_magnitude, prod, prod_magnitude;
+  };
+
   // One replicate: its bucket means of (prod - ref), of sign(ref)·(prod - ref), and of
   // |oracle|, and its output peak max|oracle|. Replicates must be added in replicate order
-  // for bit-reproducible results.
+  // for bit-reproducible results. Without `errors` (on any replicate) no bucket is
+  // attributed: the gate judges prod - ref alone, as before issue 30.
   void add(std::span<const double> delta, std::span<const double> magnitude, std::span<const double> abs_oracle_mean,
-           double peak);
+           double peak, const SideErrors* errors = nullptr);
 
   std::uint64_t replicates() const { return signed_.count(); }
   std::size_t buckets() const { return signed_.buckets(); }
@@ -32,9 +39,19 @@ class BiasAccumulator {
   BiasResult decide(const stats::BiasThresholds& thresholds, const std::vector<stats::BiasStatistic>& deciding,
                     stats::FloatFormat working, const std::string& axis) const;
 
+  // e_r, e_p, e_r + e_p and e_r - e_p of one statistic (stats::AttributionSample).
+  struct SideMoments {
+    explicit SideMoments(std::size_t buckets) : ref(buckets), prod(buckets), sum(buckets), gap(buckets) {}
+    stats::BucketMoments ref, prod, sum, gap;
+    void add(std::span<const double> ref_row, std::span<const double> prod_row);
+  };
+
+
  private:
   stats::BucketMoments signed_;
   stats::BucketMoments magnitude_;
+  SideMoments signed_sides_, magnitude_sides_;
+  bool attributable_ = true;  // every replicate carried SideErrors
   std::vector<double> scale_sum_;
   double peak_sum_ = 0.0;
 };

@@ -28,6 +28,9 @@ struct ReplicateObservation {
   std::vector<double> delta;        // per bucket, mean of prod - ref
   std::vector<double> magnitude;    // per bucket, mean of sign(ref)·(prod - ref)
   std::vector<double> abs_oracle;   // per bucket, mean |oracle|
+  // Per bucket, each side's mean error against the oracle, signed (ref - oracle, prod - oracle)
+  // and as sign(ref)·error: which of the two the oracle agrees with (bias attribution).
+  std::vector<double> ref_error, ref_error_magnitude, prod_error, prod_error_magnitude;
   double e_prod = 0.0, e_ref = 0.0, peak = 0.0;  // ‖prod - oracle‖∞, ‖ref - oracle‖∞, max |oracle|
   double rmse_prod = 0.0, rmse_ref = 0.0;        // against the oracle
   double close_violations = 0.0;                 // elements outside assert_close's tolerances

@@ -32,8 +32,20 @@ struct BucketReport {
   double z = 0, effect = 0, ulp_effect = 0;
   double mean = 0, sd = 0;  // of the statistic over replicates
   double scale = 0;         // mean |oracle| in the bucket
-  double ulp = 0;           // true ULP of W at that scale
+  double ulp = 0;           // the ULP the floor uses: W's at max(scale, ULP of the output's scale)
   Verdict verdict = Verdict::pass;
+  // Each side's own bias against the fp64 oracle in this bucket (bias attribution, issue 30):
+  // the same statistic, floors and cut as the difference. Absent (has_sides false) when the
+  // observations carried no side errors.
+  struct SideBias {
+    double mean = 0, z = 0, ulp_effect = 0;
+    Verdict verdict = Verdict::pass;
+  };
+  bool has_sides = false;
+  SideBias ref_error, prod_error;
+  // A FAIL on prod - ref turned WARN: the reference is biased against the oracle and the
+  // production is closer to exact (stats::attribute_bucket).
+  bool attributed = false;
 };
 
 struct BiasStatisticResult {
@@ -42,6 +54,8 @@ struct BiasStatisticResult {
   Verdict verdict = Verdict::pass;
   std::int64_t fail_buckets = 0;
   std::int64_t warn_buckets = 0;
+  // Of the WARN buckets, those that FAIL on prod - ref but are attributed to the reference.
+  std::int64_t attributed_buckets = 0;
   double max_abs_z = 0.0;
   double max_ulp_effect = 0.0;
   std::vector<BucketReport> flagged;  // FAIL and WARN buckets by |z|, at most 64
@@ -49,7 +63,9 @@ struct BiasStatisticResult {
   // (standardized effect, ULP effect) of the significant buckets (|z| > z_cut) that no other
   // significant bucket exceeds in both: under floors (s_min, c) the statistic FAILs iff
   // some point exceeds both, so the floors can be re-chosen from stored results
-  // (docs/bias-floors.md) without re-running kernels. Largest effect first.
+  // (docs/bias-floors.md) without re-running kernels. Largest effect first. Attributed
+  // buckets are left out: they do not FAIL under any floors (an approximation: a lower floor
+  // could make the production's own bias FAIL and undo an attribution; docs/bias-floors.md).
   std::vector<std::pair<double, double>> frontier;
 };
 
@@ -64,6 +80,7 @@ struct BiasResult {
   stats::CertifiedHorizon horizon;
   BiasStatisticResult signed_statistic;
   BiasStatisticResult magnitude_statistic;
+  bool attribution = false;  // both sides' errors against the oracle were observed
   std::string reason;
 };
 

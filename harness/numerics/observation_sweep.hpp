@@ -16,6 +16,12 @@ struct SweepOutput {
   double* delta;       // [G] sums of prod - ref
   double* magnitude;   // [G] sums of sign(ref)·(prod - ref)
   double* abs_oracle;  // [G] sums of |oracle|
+  // [G] sums of each side's error against its oracle, signed and as sign(ref)·error: the bias
+  // gate's attribution (which side the oracle agrees with, method.md §3).
+  double* err_ref;
+  double* err_ref_magnitude;
+  double* err_prod;
+  double* err_prod_magnitude;
   double e_prod = 0.0, e_ref = 0.0, peak = 0.0;
   double sse_prod = 0.0, sse_ref = 0.0;  // sums of squared errors against the oracle (RMSE baselines)
   double close_violations = 0.0;         // elements failing |prod - ref| <= atol + rtol·|ref|

@@ -43,6 +43,8 @@ template <bool kSideOracles, class W>
 void accumulate_row(const W* __restrict r, const W* __restrict p, const double* __restrict q,
                     const double* __restrict qr, const double* __restrict qp,
                     double* __restrict sum_d, double* __restrict sum_m, double* __restrict sum_a,
+                    double* __restrict sum_er, double* __restrict sum_emr, double* __restrict sum_ep,
+                    double* __restrict sum_emp,
                     double* __restrict mp, double* __restrict mr, double* __restrict mk,
                     double* __restrict ssp, double* __restrict ssr, double* __restrict vio, double rtol, double atol,
                     std::int64_t buckets) {
@@ -54,7 +56,12 @@ void accumulate_row(const W* __restrict r, const W* __restrict p, const double* 
     sum_m[g] += rv > 0.0 ? d : (rv < 0.0 ? -d : 0.0);
     const double aq = __builtin_fabs(qv);
     sum_a[g] += aq;
-    const double ep = __builtin_fabs(pv - qpv), er = __builtin_fabs(rv - qrv);
+    const double sr = rv - qrv, sp = pv - qpv;  // each side's signed error (bias attribution)
+    sum_er[g] += sr;
+    sum_emr[g] += rv > 0.0 ? sr : (rv < 0.0 ? -sr : 0.0);
+    sum_ep[g] += sp;
+    sum_emp[g] += rv > 0.0 ? sp : (rv < 0.0 ? -sp : 0.0);
+    const double ep = __builtin_fabs(sp), er = __builtin_fabs(sr);
     mp[g] = mp[g] < ep ? ep : mp[g];
     mr[g] = mr[g] < er ? er : mr[g];
     mk[g] = mk[g] < aq ? aq : mk[g];
@@ -73,12 +80,14 @@ template <bool kSideOracles, class W>
 void accumulate_rows4(const W* __restrict r, const W* __restrict p, const double* __restrict q,
                       const double* __restrict qr, const double* __restrict qp, std::int64_t ld,
                       double* __restrict sum_d, double* __restrict sum_m, double* __restrict sum_a,
+                    double* __restrict sum_er, double* __restrict sum_emr, double* __restrict sum_ep,
+                    double* __restrict sum_emp,
                       double* __restrict mp, double* __restrict mr, double* __restrict mk,
                       double* __restrict ssp, double* __restrict ssr, double* __restrict vio, double rtol,
                       double atol, std::int64_t buckets) {
   for (std::int64_t g = 0; g < buckets; ++g) {
-    double a_d = sum_d[g], a_m = sum_m[g], a_a = sum_a[g], a_mp = mp[g], a_mr = mr[g], a_mk = mk[g], a_sp = ssp[g],
-           a_sr = ssr[g], a_v = vio[g];
+    double a_d = sum_d[g], a_m = sum_m[g], a_a = sum_a[g], a_er = sum_er[g], a_emr = sum_emr[g], a_ep = sum_ep[g],
+           a_emp = sum_emp[g], a_mp = mp[g], a_mr = mr[g], a_mk = mk[g], a_sp = ssp[g], a_sr = ssr[g], a_v = vio[g];
 #pragma GCC unroll 4
     for (int t = 0; t < 4; ++t) {
       const std::int64_t i = g + t * ld;  // ld: the row stride (all buckets)
@@ -89,7 +98,12 @@ void accumulate_rows4(const W* __restrict r, const W* __restrict p, const double
       a_m += rv > 0.0 ? d : (rv < 0.0 ? -d : 0.0);
       const double aq = __builtin_fabs(qv);
       a_a += aq;
-      const double ep = __builtin_fabs(pv - qpv), er = __builtin_fabs(rv - qrv);
+      const double sr = rv - qrv, sp = pv - qpv;
+      a_er += sr;
+      a_emr += rv > 0.0 ? sr : (rv < 0.0 ? -sr : 0.0);
+      a_ep += sp;
+      a_emp += rv > 0.0 ? sp : (rv < 0.0 ? -sp : 0.0);
+      const double ep = __builtin_fabs(sp), er = __builtin_fabs(sr);
       a_mp = a_mp < ep ? ep : a_mp;
       a_mr = a_mr < er ? er : a_mr;
       a_mk = a_mk < aq ? aq : a_mk;
@@ -100,6 +114,10 @@ void accumulate_rows4(const W* __restrict r, const W* __restrict p, const double
     sum_d[g] = a_d;
     sum_m[g] = a_m;
     sum_a[g] = a_a;
+    sum_er[g] = a_er;
+    sum_emr[g] = a_emr;
+    sum_ep[g] = a_ep;
+    sum_emp[g] = a_emp;
     mp[g] = a_mp;
     mr[g] = a_mr;
     mk[g] = a_mk;
@@ -174,13 +192,16 @@ template <bool kSideOracles, class W>
 void accumulate_rows4_vec(const W* __restrict r, const W* __restrict p, const double* __restrict q,
                           const double* __restrict qr, const double* __restrict qp, std::int64_t ld,
                           double* __restrict sum_d, double* __restrict sum_m, double* __restrict sum_a,
+                    double* __restrict sum_er, double* __restrict sum_emr, double* __restrict sum_ep,
+                    double* __restrict sum_emp,
                           double* __restrict mp, double* __restrict mr, double* __restrict mk,
                           double* __restrict ssp, double* __restrict ssr, double* __restrict vio, double rtol,
                           double atol, std::int64_t buckets) {
   const VecD zero{}, one = zero + 1.0;
   std::int64_t g = 0;
   for (; g + kLanes <= buckets; g += kLanes) {
-    VecD a_d = vload(sum_d + g), a_m = vload(sum_m + g), a_a = vload(sum_a + g), a_mp = vload(mp + g),
+    VecD a_d = vload(sum_d + g), a_m = vload(sum_m + g), a_a = vload(sum_a + g), a_er = vload(sum_er + g),
+         a_emr = vload(sum_emr + g), a_ep = vload(sum_ep + g), a_emp = vload(sum_emp + g), a_mp = vload(mp + g),
          a_mr = vload(mr + g), a_mk = vload(mk + g), a_sp = vload(ssp + g), a_sr = vload(ssr + g),
          a_v = vload(vio + g);
 #pragma GCC unroll 4
@@ -193,7 +214,12 @@ void accumulate_rows4_vec(const W* __restrict r, const W* __restrict p, const do
       a_m += rv > 0.0 ? d : (rv < 0.0 ? -d : zero);
       const VecD aq = vabs(qv);
       a_a += aq;
-      const VecD ep = vabs(pv - qpv), er = vabs(rv - qrv);
+      const VecD sr = rv - qrv, sp = pv - qpv;
+      a_er += sr;
+      a_emr += rv > 0.0 ? sr : (rv < 0.0 ? -sr : zero);
+      a_ep += sp;
+      a_emp += rv > 0.0 ? sp : (rv < 0.0 ? -sp : zero);
+      const VecD ep = vabs(sp), er = vabs(sr);
       a_mp = vmax_keep(a_mp, ep);
       a_mr = vmax_keep(a_mr, er);
       a_mk = vmax_keep(a_mk, aq);
@@ -204,6 +230,10 @@ void accumulate_rows4_vec(const W* __restrict r, const W* __restrict p, const do
     vstore(sum_d + g, a_d);
     vstore(sum_m + g, a_m);
     vstore(sum_a + g, a_a);
+    vstore(sum_er + g, a_er);
+    vstore(sum_emr + g, a_emr);
+    vstore(sum_ep + g, a_ep);
+    vstore(sum_emp + g, a_emp);
     vstore(mp + g, a_mp);
     vstore(mr + g, a_mr);
     vstore(mk + g, a_mk);
@@ -212,7 +242,8 @@ void accumulate_rows4_vec(const W* __restrict r, const W* __restrict p, const do
     vstore(vio + g, a_v);
   }
   if (g < buckets) {
-    accumulate_rows4<kSideOracles>(r + g, p + g, q + g, qr + g, qp + g, ld, sum_d + g, sum_m + g, sum_a + g, mp + g,
+    accumulate_rows4<kSideOracles>(r + g, p + g, q + g, qr + g, qp + g, ld, sum_d + g, sum_m + g, sum_a + g,
+                                   sum_er + g, sum_emr + g, sum_ep + g, sum_emp + g, mp + g,
                                    mr + g, mk + g, ssp + g, ssr + g, vio + g, rtol, atol, buckets - g);
   }
 }
@@ -266,13 +297,15 @@ void sweep_typed(const W* ref, const W* prod, const double* oracle, const double
       for (; t + 4 <= rows; t += 4) {
         const std::int64_t at = t * buckets + g0;
         rows4(ref + at, prod + at, oracle + at, oracle_ref + at, oracle_prod + at, buckets, out.delta + g0,
-              out.magnitude + g0, out.abs_oracle + g0, max_prod + g0, max_ref + g0, max_peak + g0, ssp + g0,
+              out.magnitude + g0, out.abs_oracle + g0, out.err_ref + g0, out.err_ref_magnitude + g0,
+              out.err_prod + g0, out.err_prod_magnitude + g0, max_prod + g0, max_ref + g0, max_peak + g0, ssp + g0,
               ssr + g0, vio + g0, rtol, atol, width);
       }
       for (; t < rows; ++t) {  // the last rows % 4
         const std::int64_t at = t * buckets + g0;
         row(ref + at, prod + at, oracle + at, oracle_ref + at, oracle_prod + at, out.delta + g0, out.magnitude + g0,
-            out.abs_oracle + g0, max_prod + g0, max_ref + g0, max_peak + g0, ssp + g0, ssr + g0, vio + g0, rtol,
+            out.abs_oracle + g0, out.err_ref + g0, out.err_ref_magnitude + g0, out.err_prod + g0,
+            out.err_prod_magnitude + g0, max_prod + g0, max_ref + g0, max_peak + g0, ssp + g0, ssr + g0, vio + g0, rtol,
             atol, width);
       }
     }
@@ -297,13 +330,17 @@ void sweep_typed(const W* ref, const W* prod, const double* oracle, const double
   } else if (pattern == BucketPattern::blocked) {
     const std::int64_t block = n / buckets;
     for (std::int64_t g = 0; g < buckets; ++g) {
-      double sd = 0.0, sm = 0.0, sa = 0.0, check = 0.0;
+      double sd = 0.0, sm = 0.0, sa = 0.0, ser = 0.0, semr = 0.0, sep = 0.0, semp = 0.0, check = 0.0;
       for (std::int64_t i = g * block; i < (g + 1) * block; ++i) {
         const double rv = load(ref + i), pv = load(prod + i), qv = oracle[i], qrv = oracle_ref[i], qpv = oracle_prod[i];
         const double d = pv - rv;
         sd += d;
         sm += sign_of(rv) * d;
         sa += __builtin_fabs(qv);
+        ser += rv - qrv;
+        semr += sign_of(rv) * (rv - qrv);
+        sep += pv - qpv;
+        semp += sign_of(rv) * (pv - qpv);
         e_prod = max_of(e_prod, __builtin_fabs(pv - qpv));
         e_ref = max_of(e_ref, __builtin_fabs(rv - qrv));
         peak = max_of(peak, __builtin_fabs(qv));
@@ -316,6 +353,10 @@ void sweep_typed(const W* ref, const W* prod, const double* oracle, const double
       out.delta[g] += sd;
       out.magnitude[g] += sm;
       out.abs_oracle[g] += sa;
+      out.err_ref[g] += ser;
+      out.err_ref_magnitude[g] += semr;
+      out.err_prod[g] += sep;
+      out.err_prod_magnitude[g] += semp;
     }
   } else {
     double check = 0.0;
@@ -326,6 +367,10 @@ void sweep_typed(const W* ref, const W* prod, const double* oracle, const double
       out.delta[g] += d;
       out.magnitude[g] += sign_of(rv) * d;
       out.abs_oracle[g] += __builtin_fabs(qv);
+      out.err_ref[g] += rv - qrv;
+      out.err_ref_magnitude[g] += sign_of(rv) * (rv - qrv);
+      out.err_prod[g] += pv - qpv;
+      out.err_prod_magnitude[g] += sign_of(rv) * (pv - qpv);
       e_prod = max_of(e_prod, __builtin_fabs(pv - qpv));
       e_ref = max_of(e_ref, __builtin_fabs(rv - qrv));
       peak = max_of(peak, __builtin_fabs(qv));

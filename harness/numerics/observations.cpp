@@ -165,7 +165,10 @@ void BatchSweep::sweep_one(std::int64_t b) {
   o.delta.assign(G, 0.0);
   o.magnitude.assign(G, 0.0);
   o.abs_oracle.assign(G, 0.0);
-  detail::SweepOutput sweep_out{o.delta.data(), o.magnitude.data(), o.abs_oracle.data()};
+  for (auto* v : {&o.ref_error, &o.ref_error_magnitude, &o.prod_error, &o.prod_error_magnitude}) v->assign(G, 0.0);
+  detail::SweepOutput sweep_out{o.delta.data(),     o.magnitude.data(),           o.abs_oracle.data(),
+                                o.ref_error.data(), o.ref_error_magnitude.data(), o.prod_error.data(),
+                                o.prod_error_magnitude.data()};
   const auto offset = static_cast<std::size_t>(b * n) * p.ref.element_size();
   detail::sweep(static_cast<const char*>(p.ref.data_ptr()) + offset, static_cast<const char*>(p.prod.data_ptr()) + offset,
                 p.type, p.oracle.data_ptr<double>() + b * n, p.oracle_ref + b * n, p.oracle_prod + b * n, n,
@@ -183,6 +186,10 @@ void BatchSweep::sweep_one(std::int64_t b) {
     o.delta[g] /= c;
     o.magnitude[g] /= c;
     o.abs_oracle[g] /= c;
+    o.ref_error[g] /= c;
+    o.ref_error_magnitude[g] /= c;
+    o.prod_error[g] /= c;
+    o.prod_error_magnitude[g] /= c;
   }
 }
 

@@ -90,6 +90,20 @@ BucketDecision decide_bucket(const BucketSample& b, const BiasThresholds& t, dou
   return d;
 }
 
+Attribution attribute_bucket(const BucketDecision& difference, const AttributionSample& sample,
+                             const BiasThresholds& thresholds, double cut) {
+  Attribution a;
+  a.ref = decide_bucket(sample.ref_error, thresholds, cut);
+  a.prod = decide_bucket(sample.prod_error, thresholds, cut);
+  const auto sum = decide_bucket(sample.sum, thresholds, cut);
+  const auto gap = decide_bucket(sample.gap, thresholds, cut);
+  const int towards = a.ref.direction;  // the reference's bias direction
+  a.production_closer = difference.significant && a.ref.significant && towards != 0 &&
+                        difference.direction == -towards && a.prod.verdict != Verdict::fail &&
+                        sum.significant && sum.direction == towards && gap.significant && gap.direction == towards;
+  return a;
+}
+
 double per_bucket_false_alarm(double z_star) {
   require_positive(z_star, "z_star");
   const boost::math::normal_distribution<double> standard;

@@ -72,6 +72,34 @@ BucketDecision decide_bucket(const BucketSample& bucket, const BiasThresholds& t
 // gate's loop over many buckets.
 BucketDecision decide_bucket(const BucketSample& bucket, const BiasThresholds& thresholds, double cut);
 
+// Bias attribution (method.md §3, issue 30): which side of a significant difference the
+// fp64 oracle agrees with. Per bucket, over the same R replicates, the statistic of each
+// side's error against the oracle (e_r = ref - oracle, e_p = prod - oracle, signed or as
+// sign(ref)·error like the difference itself), and of their sum and difference, whose
+// replicate-level sd carries the correlation of the two errors.
+struct AttributionSample {
+  BucketSample ref_error;   // e_r
+  BucketSample prod_error;  // e_p
+  BucketSample sum;         // e_r + e_p
+  BucketSample gap;         // e_r - e_p (= -(prod - ref) where both sides share one oracle)
+};
+
+struct Attribution {
+  BucketDecision ref;   // the reference's own bias against the oracle (same floors and cut)
+  BucketDecision prod;  // the production's
+  // The production is closer to exact than the reference, by a significant margin: the
+  // reference's own bias is significant and points away from the production, the
+  // production's own bias does not FAIL by itself, and |mean e_r| > |mean e_p| by an
+  // intersection-union test (e_r + e_p and e_r - e_p both significant in the direction of
+  // the reference's bias, each at the cut: the pair holds iff |μ_r| > |μ_p|, and the test's
+  // level is the larger of the two tests' levels, no union correction needed).
+  bool production_closer = false;
+};
+
+// `difference` is the bucket's decision on prod - ref. Throws as decide_bucket does.
+Attribution attribute_bucket(const BucketDecision& difference, const AttributionSample& sample,
+                             const BiasThresholds& thresholds, double cut);
+
 // Two-sided per-bucket false-alarm probability 2Φ(-z*) (the level t_cut is set to).
 double per_bucket_false_alarm(double z_star);
 

@@ -100,11 +100,22 @@ nlohmann::json to_json(const gates::Location& l) {
   return {{"replicate", l.replicate}, {"element", l.element}, {"index", l.index}, {"bucket", l.bucket}};
 }
 
+nlohmann::json to_json(const gates::BucketReport::SideBias& e) {
+  return {{"mean", json_number(e.mean)}, {"z", json_number(e.z)}, {"ulp_effect", json_number(e.ulp_effect)},
+          {"verdict", verdict(e.verdict)}};
+}
+
 nlohmann::json to_json(const gates::BucketReport& b) {
-  return {{"bucket", b.bucket}, {"direction", b.direction}, {"z", json_number(b.z)},
-          {"effect", json_number(b.effect)}, {"ulp_effect", json_number(b.ulp_effect)},
-          {"mean", json_number(b.mean)}, {"sd", json_number(b.sd)}, {"scale", json_number(b.scale)},
-          {"ulp", json_number(b.ulp)}, {"verdict", verdict(b.verdict)}};
+  nlohmann::json j = {{"bucket", b.bucket}, {"direction", b.direction}, {"z", json_number(b.z)},
+                      {"effect", json_number(b.effect)}, {"ulp_effect", json_number(b.ulp_effect)},
+                      {"mean", json_number(b.mean)}, {"sd", json_number(b.sd)}, {"scale", json_number(b.scale)},
+                      {"ulp", json_number(b.ulp)}, {"verdict", verdict(b.verdict)}};
+  if (b.has_sides) {
+    j["ref_error"] = to_json(b.ref_error);
+    j["prod_error"] = to_json(b.prod_error);
+    j["attributed"] = b.attributed;
+  }
+  return j;
 }
 
 nlohmann::json to_json(const gates::BiasStatisticResult& s) {
@@ -113,7 +124,8 @@ nlohmann::json to_json(const gates::BiasStatisticResult& s) {
   for (const auto& b : s.top) top.push_back(to_json(b));
   for (const auto& [e, u] : s.frontier) frontier.push_back({json_number(e), json_number(u)});
   return {{"verdict", verdict(s.verdict)}, {"deciding", s.deciding}, {"fail_buckets", s.fail_buckets},
-          {"warn_buckets", s.warn_buckets}, {"max_abs_z", json_number(s.max_abs_z)},
+          {"warn_buckets", s.warn_buckets}, {"attributed_buckets", s.attributed_buckets},
+          {"max_abs_z", json_number(s.max_abs_z)},
           {"max_ulp_effect", json_number(s.max_ulp_effect)}, {"flagged", flagged}, {"top", top},
           {"frontier", frontier}};
 }
@@ -161,6 +173,7 @@ nlohmann::json to_json(const engine::CaseResult& r) {
                    {"replicates", b.replicates},
                    {"thresholds", {{"z_star", b.thresholds.z_star}, {"z_cut", json_number(b.z_cut)}, {"s_min", b.thresholds.s_min}, {"c", b.thresholds.c}, {"c_magnitude", b.thresholds.c_magnitude}}},
                    {"deciding", deciding}, {"union_bound", json_number(b.union_bound)},
+                   {"attribution", b.attribution},
                    {"rho_min", json_number(b.horizon.rho_min)}, {"T_cert", json_number(b.horizon.t_cert)},
                    {"reason", b.reason}, {"signed", to_json(b.signed_statistic)},
                    {"magnitude", to_json(b.magnitude_statistic)}};

@@ -3,6 +3,7 @@
 
 #include <cmath>
 #include <limits>
+#include <map>
 #include <random>
 
 #include "harness/gates/algebra_gate.hpp"
@@ -262,10 +263,11 @@ TEST_CASE("the bias frontier keeps the significant buckets no other exceeds in b
   CHECK(fails == (res.signed_statistic.verdict == kcert::stats::Verdict::fail));
 }
 
-TEST_CASE("a bucket whose oracle is exactly zero takes its ULP from the output peak", "[gates][bias]") {
+TEST_CASE("a bucket whose oracle is exactly zero takes its ULP at the output's scale", "[gates][bias]") {
   // Bucket 1 is an expert nobody routes to: oracle 0 there, yet production leaves a constant
-  // 1e-30. With the smallest bf16 subnormal as its ULP that read as a ~1e10 ULP effect
-  // and a FAIL; against the output peak (2.0, ULP 2^-6) it is far inside the floor.
+  // 1e-30. With the smallest bf16 subnormal as its ULP that read as a ~1e10 ULP effect and
+  // a FAIL. Its scale is floored at one ULP of the output's scale (mean |oracle| 0.5, ULP
+  // 2^-8), so its ULP is 2^-15 and the difference is far inside the floor.
   kcert::gates::BiasAccumulator acc(2);
   for (int r = 0; r < 16; ++r) {
     const std::vector<double> delta{r % 2 ? 1e-3 : -1e-3, 1e-30};
@@ -274,10 +276,39 @@ TEST_CASE("a bucket whose oracle is exactly zero takes its ULP from the output p
   const auto res = acc.decide({}, {kcert::stats::BiasStatistic::signed_difference}, FloatFormat::bf16, "expert");
   REQUIRE(res.signed_statistic.top.size() == 2);
   const auto& zero = res.signed_statistic.top[0].bucket == 1 ? res.signed_statistic.top[0] : res.signed_statistic.top[1];
-  CHECK(zero.ulp == 0x1p-6);
-  CHECK(zero.ulp_effect == Approx(1e-30 / 0x1p-6));
+  CHECK(zero.ulp == 0x1p-15);
+  CHECK(zero.ulp_effect == Approx(1e-30 / 0x1p-15));
   CHECK(zero.verdict == Verdict::warn);  // infinitely significant (sd 0), far under c
   CHECK(res.verdict == Verdict::warn);
+}
+
+TEST_CASE("a rarely routed expert's ULP is floored relative to the output's scale, not only at zero", "[gates][bias]") {
+  // Issue 30: an expert the reference almost never routes to, mean |oracle| 6.4e-6 among
+  // experts at 0.25, got u_g 3e-8 (bf16 ULP at 6.4e-6 is 2^-25) and an ULP effect near 1e6.
+  // Here 7 experts at scale 0.25 and one at 6.4e-6: the output's scale is ~0.219, one ULP of
+  // it 2^-10, so the rare expert's ULP is taken at 2^-10 (ULP 2^-17), and a coherent 1e-6
+  // shift there reads 0.13 ULP (a WARN), not 33 ULP (a FAIL).
+  kcert::gates::BiasAccumulator acc(8);
+  std::vector<double> scale(8, 0.25);
+  scale[7] = 6.4e-6;
+  for (int r = 0; r < 64; ++r) {
+    std::vector<double> delta(8, r % 2 ? 1e-4 : -1e-4);
+    delta[7] = 1e-6 + (r % 2 ? 1e-8 : -1e-8);
+    acc.add(delta, delta, scale, 1.0);
+  }
+  const auto res = acc.decide({}, {kcert::stats::BiasStatistic::signed_difference}, FloatFormat::bf16, "expert");
+  const auto& top = res.signed_statistic.top;
+  const auto rare = std::find_if(top.begin(), top.end(), [](const auto& b) { return b.bucket == 7; });
+  REQUIRE(rare != top.end());
+  CHECK(rare->ulp == 0x1p-17);
+  CHECK(rare->ulp_effect == Approx(1e-6 / 0x1p-17));
+  CHECK(rare->verdict == Verdict::warn);
+  // The old rule (the bucket's own scale): ULP 2^-25, effect 33.6, a FAIL.
+  CHECK(kcert::stats::ulp_spacing(6.4e-6, FloatFormat::bf16) == 0x1p-25);
+  // A bucket within 2^8 of the output's scale keeps its own ULP.
+  const auto ordinary = std::find_if(top.begin(), top.end(), [](const auto& b) { return b.bucket != 7; });
+  REQUIRE(ordinary != top.end());
+  CHECK(ordinary->ulp == kcert::stats::ulp_spacing(0.25, FloatFormat::bf16));
 }
 
 TEST_CASE("the bias cut is Student's t quantile for the level 2 Phi(-z*)", "[gates][bias]") {
@@ -289,4 +320,53 @@ TEST_CASE("the bias cut is Student's t quantile for the level 2 Phi(-z*)", "[gat
   const auto d = kcert::stats::decide_bucket({64, 5.3 / 8.0, 1.0, 0.01}, {});
   CHECK_FALSE(d.significant);
   CHECK(d.verdict == Verdict::pass);
+}
+
+TEST_CASE("a difference the oracle attributes to the reference is a WARN with its reason, never a FAIL", "[gates][bias]") {
+  // Four buckets at scale 1.0 (bf16 ULP 2^-7), R = 64, per-replicate noise of 0.1 ULP on each
+  // side's error, in ULP units of the bucket:
+  //   0: ref + 1.0 ULP against the oracle, prod exact      -> prod - ref -1.0: attributed, WARN
+  //   1: ref exact, prod + 1.0 ULP                         -> a biased production: FAIL
+  //   2: ref + 0.5, prod + 1.0 (same direction, further)   -> FAIL as before
+  //   3: ref + 1.0, prod - 0.5 (opposite, beyond the floor) -> its own bias FAILs: FAIL
+  const double u = 0x1p-7;
+  const double ref_bias[] = {1.0, 0.0, 0.5, 1.0}, prod_bias[] = {0.0, 1.0, 1.0, -0.5};
+  kcert::gates::BiasAccumulator acc(4);
+  for (int r = 0; r < 64; ++r) {
+    std::vector<double> er(4), ep(4), d(4);
+    for (int g = 0; g < 4; ++g) {
+      const double nr = ((r * 7 + g) % 5 - 2) * 0.05, np = ((r * 3 + g) % 7 - 3) * 0.033;  // deterministic noise
+      er[g] = (ref_bias[g] + nr) * u;
+      ep[g] = (prod_bias[g] + np) * u;
+      d[g] = ep[g] - er[g];
+    }
+    const kcert::gates::BiasAccumulator::SideErrors sides{er, er, ep, ep};
+    acc.add(d, d, std::vector<double>(4, 1.0), 1.0, &sides);
+  }
+  const auto res = acc.decide({}, {kcert::stats::BiasStatistic::signed_difference}, FloatFormat::bf16, "channel");
+  REQUIRE(res.attribution);
+  std::map<std::int64_t, kcert::gates::BucketReport> by;
+  for (const auto& b : res.signed_statistic.flagged) by[b.bucket] = b;
+  REQUIRE(by.size() == 4);
+  CHECK(by[0].verdict == Verdict::warn);
+  CHECK(by[0].attributed);
+  CHECK(by[0].ref_error.ulp_effect == Approx(1.0).epsilon(0.05));
+  CHECK(by[0].prod_error.verdict == Verdict::pass);
+  for (int g : {1, 2, 3}) {
+    INFO("bucket " << g);
+    CHECK(by[g].verdict == Verdict::fail);
+    CHECK_FALSE(by[g].attributed);
+  }
+  CHECK(res.signed_statistic.attributed_buckets == 1);
+  CHECK(res.verdict == Verdict::fail);
+  CHECK_THAT(res.reason, Catch::Contains("1 FAIL bucket(s) attributed to the reference"));
+  // Without side errors (observations from before attribution) the same data FAILs bucket 0.
+  kcert::gates::BiasAccumulator plain(1);
+  for (int r = 0; r < 64; ++r) {
+    const std::vector<double> d{(-1.0 + ((r * 7) % 5 - 2) * 0.05) * u};
+    plain.add(d, d, std::vector<double>{1.0}, 1.0);
+  }
+  const auto p = plain.decide({}, {kcert::stats::BiasStatistic::signed_difference}, FloatFormat::bf16, "channel");
+  CHECK_FALSE(p.attribution);
+  CHECK(p.verdict == Verdict::fail);
 }

@@ -34,6 +34,12 @@ TEST_CASE("observations are exact bucket means of prod - ref and sign(ref)·(pro
   CHECK(o.delta == std::vector<double>({(0.5 - 0.25) / 2, (0.0 - 1.0) / 2}));
   CHECK(o.magnitude == std::vector<double>({(0.5 + 0.25) / 2, (0.0 - 1.0) / 2}));
   CHECK(o.abs_oracle == std::vector<double>({(1.25 + 1.0) / 2, (2.0 + 3.5) / 2}));
+  // Each side against the oracle (bias attribution): bucket 0 holds 1 -> (1.5, q 1.25) and
+  // -1 -> (-1.25, q -1); bucket 1 holds -2 -> (-2, q -2) and 4 -> (3, q 3.5).
+  CHECK(o.ref_error == std::vector<double>({(-0.25 + 0.0) / 2, (0.0 + 0.5) / 2}));
+  CHECK(o.ref_error_magnitude == std::vector<double>({(-0.25 - 0.0) / 2, (-0.0 + 0.5) / 2}));
+  CHECK(o.prod_error == std::vector<double>({(0.25 - 0.25) / 2, (0.0 - 0.5) / 2}));
+  CHECK(o.prod_error_magnitude == std::vector<double>({(0.25 + 0.25) / 2, (-0.0 - 0.5) / 2}));
   CHECK(o.e_prod == 0.5);
   CHECK(o.e_ref == 0.5);
   CHECK(o.peak == 3.5);
@@ -107,11 +113,20 @@ bool same_v(const std::vector<double>& a, const std::vector<double>& b) {
 
 // One sweep's outputs, every number as bits.
 struct SweepBits {
-  std::vector<double> delta, magnitude, abs_oracle;
+  std::vector<double> delta, magnitude, abs_oracle, err_ref, err_ref_m, err_prod, err_prod_m;
   double e_prod, e_ref, peak, sse_prod, sse_ref, violations;
   bool finite;
+  // Zeroed outputs for G buckets, and the sweep's view of them.
+  kcert::numerics::detail::SweepOutput output(std::int64_t G) {
+    for (auto* v : {&delta, &magnitude, &abs_oracle, &err_ref, &err_ref_m, &err_prod, &err_prod_m})
+      v->assign(static_cast<std::size_t>(G), 0.0);
+    return {delta.data(), magnitude.data(), abs_oracle.data(), err_ref.data(), err_ref_m.data(), err_prod.data(),
+            err_prod_m.data()};
+  }
   bool operator==(const SweepBits& o) const {
     return same_v(delta, o.delta) && same_v(magnitude, o.magnitude) && same_v(abs_oracle, o.abs_oracle) &&
+           same_v(err_ref, o.err_ref) && same_v(err_ref_m, o.err_ref_m) && same_v(err_prod, o.err_prod) &&
+           same_v(err_prod_m, o.err_prod_m) &&
            same(e_prod, o.e_prod) && same(e_ref, o.e_ref) && same(peak, o.peak) && same(sse_prod, o.sse_prod) &&
            same(sse_ref, o.sse_ref) && same(violations, o.violations) && finite == o.finite;
   }
@@ -171,10 +186,7 @@ TEST_CASE("the sweep gives the same bits for every storage type and instruction 
         const double* qr = sides ? alt_t.data_ptr<double>() : q;
         const auto run = [&](const std::string& isa, const void* r, const void* p, ElementType type) {
           SweepBits b;
-          b.delta.assign(buckets, 0.0);
-          b.magnitude.assign(buckets, 0.0);
-          b.abs_oracle.assign(buckets, 0.0);
-          kcert::numerics::detail::SweepOutput out{b.delta.data(), b.magnitude.data(), b.abs_oracle.data()};
+          auto out = b.output(buckets);
           kcert::numerics::detail::sweep_with(isa.c_str(), r, p, type, q, qr, q, n, ids->data(), buckets, pattern, 1.6e-2,
                                               1e-5, out);
           b.e_prod = out.e_prod, b.e_ref = out.e_ref, b.peak = out.peak, b.sse_prod = out.sse_prod;
@@ -187,10 +199,7 @@ TEST_CASE("the sweep gives the same bits for every storage type and instruction 
           // The tiled periodic sweep against the plain element-order loop of the general layout
           // on the same ids: an independent path to the same bits.
           SweepBits plain;
-          plain.delta.assign(buckets, 0.0);
-          plain.magnitude.assign(buckets, 0.0);
-          plain.abs_oracle.assign(buckets, 0.0);
-          kcert::numerics::detail::SweepOutput out{plain.delta.data(), plain.magnitude.data(), plain.abs_oracle.data()};
+          auto out = plain.output(buckets);
           kcert::numerics::detail::sweep_with("generic", ref64.data_ptr<double>(), prod64.data_ptr<double>(), ElementType::f64,
                                               q, qr, q, n, periodic.data(), buckets, BucketPattern::general, 1.6e-2, 1e-5, out);
           plain.e_prod = out.e_prod, plain.e_ref = out.e_ref, plain.peak = out.peak, plain.sse_prod = out.sse_prod;
@@ -199,6 +208,10 @@ TEST_CASE("the sweep gives the same bits for every storage type and instruction 
           CHECK(plain.delta == baseline.delta);
           CHECK(plain.magnitude == baseline.magnitude);
           CHECK(plain.abs_oracle == baseline.abs_oracle);
+          CHECK(plain.err_ref == baseline.err_ref);
+          CHECK(plain.err_ref_m == baseline.err_ref_m);
+          CHECK(plain.err_prod == baseline.err_prod);
+          CHECK(plain.err_prod_m == baseline.err_prod_m);
           CHECK(plain.e_prod == baseline.e_prod);
           CHECK(plain.e_ref == baseline.e_ref);
           CHECK(plain.peak == baseline.peak);
@@ -239,8 +252,8 @@ TEST_CASE("the sweep reports a non-finite input wherever it is, and an overflowi
     auto r64 = torch::tensor(r, torch::kFloat64), p64 = torch::tensor(p, torch::kFloat64);
     const auto dtype = type == ElementType::bf16 ? torch::kBFloat16 : type == ElementType::f32 ? torch::kFloat32 : torch::kFloat64;
     const auto rs = r64.to(dtype).contiguous(), ps = p64.to(dtype).contiguous();
-    std::vector<double> delta(buckets, 0.0), magnitude(buckets, 0.0), abs_oracle(buckets, 0.0);
-    kcert::numerics::detail::SweepOutput out{delta.data(), magnitude.data(), abs_oracle.data()};
+    SweepBits bits;
+    auto out = bits.output(buckets);
     kcert::numerics::detail::sweep_with(isa.c_str(), rs.data_ptr(), ps.data_ptr(), type, q.data(), sides ? qr.data() : q.data(), q.data(), n,
                                         ids.data(), buckets, pattern, 1.6e-2, 1e-5, out);
     return out.finite;
@@ -290,6 +303,8 @@ namespace {
 // Every number of a replicate's observation, as bits.
 bool same_bits(const kcert::gates::ReplicateObservation& a, const kcert::gates::ReplicateObservation& b) {
   return same_v(a.delta, b.delta) && same_v(a.magnitude, b.magnitude) && same_v(a.abs_oracle, b.abs_oracle) &&
+         same_v(a.ref_error, b.ref_error) && same_v(a.ref_error_magnitude, b.ref_error_magnitude) &&
+         same_v(a.prod_error, b.prod_error) && same_v(a.prod_error_magnitude, b.prod_error_magnitude) &&
          same(a.e_prod, b.e_prod) && same(a.e_ref, b.e_ref) && same(a.peak, b.peak) && same(a.rmse_prod, b.rmse_prod) &&
          same(a.rmse_ref, b.rmse_ref) && same(a.close_violations, b.close_violations);
 }
