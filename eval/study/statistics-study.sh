@@ -33,6 +33,10 @@ out=$(mktemp)
   echo
   "$study" bias-power --replicates 64,128,256,1024 --effects 0.2,0.3,0.5,0.7,1
   echo
+  echo "### Bias attribution against the oracle"
+  echo
+  "$study" attribution --samples "$((samples * 4))" --seed 5
+  echo
   echo "### The selection-flip test (selecting families)"
   echo
   "$study" selection --samples "$((samples * 20))" --seed 4

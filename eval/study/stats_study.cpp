@@ -5,6 +5,8 @@
 //   kcert-study bias-null  per-bucket false-alarm rate of the bias test on an exact null
 //                          (symmetric lattice differences), normal cut vs Student-t cut
 //   kcert-study bias-power probability of flagging a bucket with standardized effect ρ
+//   kcert-study attribution how often the bias gate's attribution against the oracle turns a
+//                          FAIL into a WARN, for a biased reference and for a biased production
 //   kcert-study selection  the selection-flip test of a selecting family: null rate and the
 //                          probability of WARN/FAIL against the flip-rate ratio
 //
@@ -31,6 +33,7 @@
 #include "harness/stats/return_level_bound.hpp"
 #include "harness/stats/selection.hpp"
 #include "harness/stats/tail.hpp"
+#include "harness/stats/welford.hpp"
 
 namespace {
 
@@ -285,6 +288,121 @@ int bias_power(const std::string& replicates, const std::string& effects, double
   return 0;
 }
 
+// ---- bias attribution against the oracle --------------------------------------------------
+
+// One bucket's per-replicate errors of each side against the oracle, in ULP of the bucket
+// (u_g = 1): e_r = μ_r + σ·ζ₁, e_p = μ_p + σ·(ρ·ζ₁ + √(1-ρ²)·ζ₂), and the difference the gate
+// tests, d = e_p - e_r. ρ is the correlation of the two sides' errors (they round the same
+// inputs). Each run decides d as the gate does (signed statistic, shipped floors), then the
+// attribution (stats::attribute_bucket); the direct test is the production's own bias
+// against the oracle with the same floors and cut.
+struct AttributionOptions {
+  std::string replicates = "128,1024";
+  std::string sigmas = "0.5,2";     // per-replicate sd of each side's bucket-mean error, in ULP
+  std::string correlations = "0,0.8";
+  double samples = 4000;            // simulated buckets per cell
+  std::uint64_t seed = 5;
+  bool check = false;
+};
+
+int attribution_study(const AttributionOptions& o) {
+  const kcert::stats::BiasThresholds t;  // shipped: z* 5, s_min 0.2, c 0.3 (signed)
+  // (μ_r, μ_p) in ULP: what each cell's truth is, and what the gate should do with it.
+  struct Law {
+    double mu_r, mu_p;
+    const char* truth;
+  };
+  const std::vector<Law> laws = {
+      {0.0, 0.0, "both exact (null)"},
+      {1.0, 0.0, "reference biased, production exact"},
+      {0.95, 0.0, "reference biased (label-smoothing CE: +0.95 ULP)"},
+      {1.0, 0.2, "reference biased, production within the floor, same side"},
+      {0.0, 1.0, "production biased, reference exact"},
+      {0.5, 1.0, "both biased, production further"},
+      {1.0, 0.5, "both biased, production closer but beyond the floor"},
+      {1.0, -0.5, "opposite biases, production's beyond the floor"},
+      {1.0, -0.45, "opposite biases, production's at 1.5 c"},
+  };
+  std::cout << fmt::format(
+      "Bias attribution (stats::attribute_bucket) on one bucket per run, {:g} runs per cell, shipped floors (z* = {:g}, "
+      "s_min = {:g}, c = {:g} ULP). Columns: P(the difference prod - ref FAILs: the gate before attribution), P(attributed: "
+      "that FAIL turned WARN), P(FAIL with attribution), P(the production's own bias against the oracle FAILs: the "
+      "direct test). Errors in ULP of the bucket; ρ: correlation of the two sides' errors.\n\n",
+      o.samples, t.z_star, t.s_min, t.c);
+  std::cout << "| truth | μ_r | μ_p | σ | ρ | R | P(d FAIL) | P(attributed) | P(FAIL) | P(direct FAIL) |\n"
+               "|---|---|---|---|---|---|---|---|---|---|\n";
+  bool ok = true;
+  std::uint64_t cell = 0;
+  for (const auto& law : laws) {
+    for (double sigma : parse_list(o.sigmas)) {
+      for (double rho : parse_list(o.correlations)) {
+        for (double Rd : parse_list(o.replicates)) {
+          const auto R = static_cast<std::uint64_t>(Rd);
+          const double cut = kcert::stats::t_cut(R, t.z_star);
+          SplitMix64 rng(derive_seed(o.seed, ++cell));
+          const auto normal = [&] {  // Box-Muller on the portable generator
+            const double u1 = 1.0 - rng.uniform(), u2 = rng.uniform();
+            return std::sqrt(-2.0 * std::log(u1)) * std::cos(2.0 * M_PI * u2);
+          };
+          double d_fail = 0, attributed = 0, fail = 0, direct = 0, attributed_and_direct = 0;
+          const auto runs = static_cast<std::uint64_t>(o.samples);
+          for (std::uint64_t k = 0; k < runs; ++k) {
+            kcert::stats::RunningMoments md, mr, mp, ms, mg;
+            for (std::uint64_t r = 0; r < R; ++r) {
+              const double z1 = normal(), z2 = normal();
+              const double er = law.mu_r + sigma * z1;
+              const double ep = law.mu_p + sigma * (rho * z1 + std::sqrt(1.0 - rho * rho) * z2);
+              md.add(ep - er);
+              mr.add(er);
+              mp.add(ep);
+              ms.add(er + ep);
+              mg.add(er - ep);
+            }
+            const auto sample = [](const kcert::stats::RunningMoments& m) {
+              return kcert::stats::BucketSample{m.count(), m.mean(), m.sd(), 1.0};
+            };
+            const auto d = kcert::stats::decide_bucket(sample(md), t, cut);
+            const auto a = kcert::stats::attribute_bucket(d, {sample(mr), sample(mp), sample(ms), sample(mg)}, t, cut);
+            const bool f = d.verdict == kcert::stats::Verdict::fail;
+            d_fail += f;
+            attributed += f && a.production_closer;
+            fail += f && !a.production_closer;
+            direct += a.prod.verdict == kcert::stats::Verdict::fail;
+            attributed_and_direct += f && a.production_closer && a.prod.verdict == kcert::stats::Verdict::fail;
+          }
+          const double n = static_cast<double>(runs);
+          std::cout << fmt::format("| {} | {:g} | {:g} | {:g} | {:g} | {} | {:.3f} | {:.3f} | {:.3f} | {:.3f} |\n", law.truth,
+                                   law.mu_r, law.mu_p, sigma, rho, R, d_fail / n, attributed / n, fail / n, direct / n);
+          if (!o.check) continue;
+          // The claims docs/statistics.md states: (1) where the attribution's own tests have
+          // power (the reference's bias is at least cut + 3 standard errors of e_r + e_p, the
+          // noisier of its two contrasts), a production exact against the oracle beside a
+          // biased reference is attributed in at least 95 % of the runs whose difference FAILs;
+          // (2) a run whose direct test FAILs the production is never attributed (an invariant
+          // of the rule: the misattribution rate is at most 1 - P(direct FAIL)); (3) the null
+          // never FAILs (z* = 5).
+          const double sum_se = sigma * std::sqrt(2.0 * (1.0 + rho)) / std::sqrt(Rd);
+          const auto [lo, hi] = wilson(attributed, std::max(1.0, d_fail));
+          (void)lo;
+          if (law.mu_p == 0.0 && std::fabs(law.mu_r) / sum_se >= cut + 3.0 && d_fail > 0 && hi < 0.95) {
+            std::cout << fmt::format("CHECK FAILED: {} attributed in only {:.3f} of its FAILs\n", law.truth, attributed / d_fail);
+            ok = false;
+          }
+          if (attributed_and_direct > 0) {
+            std::cout << fmt::format("CHECK FAILED: {}: attributed although the direct test FAILs\n", law.truth);
+            ok = false;
+          }
+          if (law.mu_r == 0.0 && law.mu_p == 0.0 && fail > 0) {
+            std::cout << "CHECK FAILED: a FAIL on the null\n";
+            ok = false;
+          }
+        }
+      }
+    }
+  }
+  return ok ? 0 : 1;
+}
+
 // ---- the selection-flip test ----------------------------------------------------------------
 
 struct SelectionOptions {
@@ -404,7 +522,16 @@ int main(int argc, char** argv) {
   sel->add_option("--samples", so.samples, "runs per null cell (power: a tenth)")->capture_default_str();
   sel->add_option("--seed", so.seed)->capture_default_str();
   sel->add_flag("--check", so.check, "exit 1 when a null rate's 95 % interval lies above its level");
+  AttributionOptions ao;
+  auto* attr = app.add_subcommand("attribution", "error rates of the bias gate's attribution against the oracle");
+  attr->add_option("--replicates", ao.replicates, "R values, comma-separated")->capture_default_str();
+  attr->add_option("--sigmas", ao.sigmas, "per-replicate sd of each side's error (ULP), comma-separated")->capture_default_str();
+  attr->add_option("--correlations", ao.correlations, "correlations of the two sides' errors, comma-separated")->capture_default_str();
+  attr->add_option("--samples", ao.samples, "runs per cell")->capture_default_str();
+  attr->add_option("--seed", ao.seed)->capture_default_str();
+  attr->add_flag("--check", ao.check, "exit 1 when a measured rate misses the stated claims");
   CLI11_PARSE(app, argc, argv);
+  if (*attr) return attribution_study(ao);
   if (*cov) return coverage(co);
   if (*sel) return selection_study(so);
   if (*null) return bias_null(no);
