@@ -24,13 +24,22 @@ std::string direction(int d) { return d > 0 ? "+" : d < 0 ? "-" : "0"; }
 void print_buckets(std::ostream& out, const gates::BiasStatisticResult& s, const std::string& axis) {
   const auto& rows = s.flagged.empty() ? s.top : s.flagged;
   if (rows.empty()) return;
-  out << fmt::format("            {:>8}  {:>3}  {:>9}  {:>8}  {:>9}  {:>11}  {}\n", axis, "dir", "z", "effect", "ULP eff.",
-                     "mean (abs)", "verdict");
+  // The two sides against the oracle (attribution), as signed ULP effects: "ref-q" and "prod-q".
+  const bool sides = rows.front().has_sides;
+  out << fmt::format("            {:>8}  {:>3}  {:>9}  {:>8}  {:>9}  {:>11}  {}{}\n", axis, "dir", "z", "effect", "ULP eff.",
+                     "mean (abs)", sides ? fmt::format("{:>9}  {:>9}  ", "ref-q ULP", "prod-q ULP") : std::string(),
+                     "verdict");
+  const auto signed_ulp = [](const gates::BucketReport::SideBias& e) {
+    return (e.mean < 0 ? "-" : "+") + num(e.ulp_effect, 3);
+  };
   const std::size_t shown = std::min<std::size_t>(rows.size(), 8);
   for (std::size_t i = 0; i < shown; ++i) {
     const auto& b = rows[i];
-    out << fmt::format("            {:>8}  {:>3}  {:>9}  {:>8}  {:>9}  {:>11}  {}\n", b.bucket, direction(b.direction),
-                       num(b.z), num(b.effect, 3), num(b.ulp_effect, 3), num(b.mean, 3), stats::to_string(b.verdict));
+    out << fmt::format("            {:>8}  {:>3}  {:>9}  {:>8}  {:>9}  {:>11}  {}{}{}\n", b.bucket, direction(b.direction),
+                       num(b.z), num(b.effect, 3), num(b.ulp_effect, 3), num(b.mean, 3),
+                       b.has_sides ? fmt::format("{:>9}  {:>10}  ", signed_ulp(b.ref_error), signed_ulp(b.prod_error))
+                                   : std::string(),
+                       stats::to_string(b.verdict), b.attributed ? " (attributed to the reference)" : "");
   }
   if (rows.size() > shown) out << fmt::format("            ... {} more flagged buckets (see --json)\n", rows.size() - shown);
 }
@@ -68,10 +77,12 @@ void print_case_details(std::ostream& out, const engine::CaseResult& r) {
   out << fmt::format("  bias      {}  {}\n", stats::to_string(b.verdict), b.reason);
   if (!r.nonfinite) {
     for (const auto* s : {&b.signed_statistic, &b.magnitude_statistic}) {
-      out << fmt::format("    {} statistic{}: {} ({} FAIL, {} WARN, max |z| {}, max ULP effect {})\n",
+      out << fmt::format("    {} statistic{}: {} ({} FAIL, {} WARN{}, max |z| {}, max ULP effect {})\n",
                          stats::to_string(s->statistic), s->deciding ? "" : " [diagnostic]",
-                         stats::to_string(s->verdict), s->fail_buckets, s->warn_buckets, num(s->max_abs_z),
-                         num(s->max_ulp_effect, 3));
+                         stats::to_string(s->verdict), s->fail_buckets, s->warn_buckets,
+                         s->attributed_buckets > 0 ? fmt::format(" of which {} attributed to the reference", s->attributed_buckets)
+                                                   : std::string(),
+                         num(s->max_abs_z), num(s->max_ulp_effect, 3));
       print_buckets(out, *s, b.axis);
     }
     const int deciding = int{b.signed_statistic.deciding} + int{b.magnitude_statistic.deciding};
