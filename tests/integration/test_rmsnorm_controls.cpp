@@ -54,7 +54,14 @@ TEST_CASE("RMSNorm controls give their catalog verdicts at the smoke profile", "
   const auto& n3 = find(doc, "n3_rmsnorm_cast_before_weight");
   CHECK(n3.at("gates").at("algebra").at("verdict") == "PASS");
   CHECK(n3.at("gates").at("variance").at("verdict") == "PASS");
-  CHECK(n3.at("gates").at("bias").at("magnitude").at("verdict") == "FAIL");  // method.md's prototype
+  // method.md's prototype reads magnitude FAIL at 0.35 ULP; the attribution against the oracle
+  // (issue 30) finds the reference (HF's double rounding) carries it and the production (TE,
+  // one rounding) is closer to exact: the control stays detected, as a WARN for review.
+  const auto& n3m = n3.at("gates").at("bias").at("magnitude");
+  CHECK(n3m.at("verdict") == "WARN");
+  CHECK(n3m.at("attributed_buckets").get<int>() > 0);
+  CHECK(n3m.at("fail_buckets").get<int>() == 0);
+  CHECK(n3.at("verdict") != "PASS");
 
   const auto& rw = find(doc, "rw_rmsnorm_rsqrt_vs_recip_sqrt");
   CHECK(rw.at("verdict") == "PASS");
