@@ -72,6 +72,21 @@ void print_case_details(std::ostream& out, const engine::CaseResult& r) {
     out << "  skipped   " << r.skipped << "\n";
     return;
   }
+  if (!r.sweep.empty()) {
+    // "sweep     4 probe settings; bias decided by negatives": then one line per setting.
+    const auto by = [&](const char* gate) {
+      const auto it = r.decided_by.find(gate);
+      return it == r.decided_by.end() ? std::string("-") : it->second;
+    };
+    out << fmt::format("  sweep     {} probe settings, the worst decides: algebra by {}, bias by {}, variance by {}\n",
+                       r.sweep.size(), by("algebra"), by("bias"), by("variance"));
+    for (const auto& p : r.sweep) {
+      out << fmt::format("    {:<16} {:<7} algebra {:<4}  bias {:<4} (max |z| {}, {} ULP)  variance {:<4} (U {})  {}\n", p.name,
+                         stats::to_string(p.verdict), stats::to_string(p.algebra), stats::to_string(p.bias),
+                         num(p.max_abs_z), num(p.max_ulp_effect, 3), stats::to_string(p.variance), num(p.U),
+                         p.probe_text.empty() ? std::string("(the contract's probe)") : p.probe_text);
+    }
+  }
   out << fmt::format("  algebra   {}  {}\n", stats::to_string(r.algebra.verdict), r.algebra.reason);
   const auto& b = r.bias;
   out << fmt::format("  bias      {}  {}\n", stats::to_string(b.verdict), b.reason);

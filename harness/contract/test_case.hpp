@@ -5,6 +5,7 @@
 // consumes it, so the engine never depends on the file format.
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -56,6 +57,17 @@ struct Attestation {
   std::string path, theorem, status;  // recorded with results, not checked
 };
 
+struct TestCase;
+
+// One probe setting of a sweep (YAML `sweep:`): the whole case with that setting merged into
+// its probe, certified on its own; the case's verdict is the worst over its contract and
+// every setting.
+struct SweepSetting {
+  std::string name;
+  std::string probe_text;  // the setting's probe fields as written, in YAML flow style
+  std::shared_ptr<TestCase> testcase;
+};
+
 struct TestCase {
   std::string source;   // file path
   std::string id;
@@ -84,6 +96,8 @@ struct TestCase {
   // The stored calibration whose warn_K / fail_K the variance gate uses ("" = the case's
   // own settings, by default method.md's defaults). Set by `kcert nightly`, not by YAML.
   std::string calibration;
+  // Probe settings certified besides the contract (empty: the contract alone).
+  std::vector<SweepSetting> sweep;
 };
 
 }  // namespace kcert::contract

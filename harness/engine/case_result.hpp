@@ -1,6 +1,7 @@
 #pragma once
 // The outcome of one test case: three gate results, the combined verdict and the
 // provenance needed to reproduce it. Plain values; sinks serialize it.
+#include <map>
 #include <optional>
 #include <string>
 
@@ -18,6 +19,18 @@ struct Runtime {       // how it ran: never changes a number, so kept apart from
   double draw_seconds = 0.0;     // drawing and staging replicate inputs
   double observe_seconds = 0.0;  // the sweep (on a GPU run: the part not hidden beside the next batch), the gates, the algebra comparison
   double stats_seconds = 0.0;    // tail fits, bootstrap, bias decision
+};
+
+// One probe setting of a swept case (contract::SweepSetting), as it came out.
+struct SweepPoint {
+  std::string name;        // "contract" for the case's own probe
+  std::string probe_text;  // the setting's probe fields ("" for the contract)
+  stats::Verdict verdict = stats::Verdict::pass, algebra = stats::Verdict::pass, bias = stats::Verdict::pass,
+                 variance = stats::Verdict::pass;
+  double U = 0.0, max_abs_z = 0.0, max_ulp_effect = 0.0;  // the variance gate's U; the bias gate's deciding maxima
+  std::uint64_t replicates = 0;
+  double seconds = 0.0;
+  std::string bias_reason, variance_reason;
 };
 
 struct CaseResult {
@@ -41,6 +54,10 @@ struct CaseResult {
   // Why the case did not run (a variant this build lacks): no gate ran, nothing was measured.
   std::string skipped;
   bool ran() const { return error.empty() && skipped.empty(); }
+  // A swept case (YAML `sweep:`): every setting's outcome, the contract first, and for each
+  // gate the setting its result (and verdict) above comes from: the worst, the first on ties.
+  std::vector<SweepPoint> sweep;
+  std::map<std::string, std::string> decided_by;  // gate ("algebra", "bias", "variance", "overall") -> setting
 };
 
 }  // namespace kcert::engine

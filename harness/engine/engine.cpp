@@ -254,7 +254,11 @@ class MathModesScope {
 
 }  // namespace
 
-CaseResult run_case(const contract::TestCase& tc_in, const kernels::Registry& registry, const RunOptions& options) {
+namespace {
+std::vector<std::string> check_verdicts(const contract::Expectation& expected, Verdict algebra, Verdict bias, Verdict variance);
+
+// One probe setting: the three gates on one contract.
+CaseResult run_setting(const contract::TestCase& tc_in, const kernels::Registry& registry, const RunOptions& options) {
   const auto t0 = Clock::now();
   CaseResult result;
   result.testcase = with_overrides(tc_in, options);
@@ -418,9 +422,89 @@ CaseResult run_case(const contract::TestCase& tc_in, const kernels::Registry& re
   return result;
 }
 
-std::vector<std::string> check_expectation(const CaseResult& r) {
+int severity(Verdict v) { return v == Verdict::fail ? 2 : v == Verdict::warn ? 1 : 0; }
+
+SweepPoint point_of(const std::string& name, const std::string& probe_text, const CaseResult& r) {
+  SweepPoint p;
+  p.name = name;
+  p.probe_text = probe_text;
+  p.verdict = r.verdict;
+  p.algebra = r.algebra.verdict;
+  p.bias = r.bias.verdict;
+  p.variance = r.variance.verdict;
+  p.U = r.variance.tail.U;
+  for (const auto* s : {&r.bias.signed_statistic, &r.bias.magnitude_statistic}) {
+    if (!s->deciding) continue;
+    p.max_abs_z = std::max(p.max_abs_z, s->max_abs_z);
+    p.max_ulp_effect = std::max(p.max_ulp_effect, s->max_ulp_effect);
+  }
+  p.replicates = r.replicates;
+  p.seconds = r.runtime.seconds;
+  p.bias_reason = r.bias.reason;
+  p.variance_reason = r.variance.reason;
+  return p;
+}
+
+}  // namespace
+
+CaseResult run_case(const contract::TestCase& tc, const kernels::Registry& registry, const RunOptions& options) {
+  if (tc.sweep.empty()) return run_setting(tc, registry, options);
+  // A swept case (issue 30: one probe certifies one region of the input space): the contract
+  // and every setting run as cases of their own; each gate's result is the worst over them
+  // (the first on ties, the contract first), and the result names the setting that decided.
+  auto contract_case = tc;
+  contract_case.sweep.clear();
+  std::vector<std::pair<std::string, CaseResult>> runs;
+  runs.emplace_back("contract", run_setting(contract_case, registry, options));
+  for (const auto& s : tc.sweep) {
+    auto one = *s.testcase;
+    // The nightly's calibration (warn_K, fail_K, floors) set on the case applies to every setting.
+    one.calibration = tc.calibration;
+    one.gates = tc.gates;
+    runs.emplace_back(s.name, run_setting(one, registry, options));
+  }
+  const auto worst_of = [&](auto verdict_of) {
+    std::size_t best = 0;
+    for (std::size_t i = 1; i < runs.size(); ++i)
+      if (severity(verdict_of(runs[i].second)) > severity(verdict_of(runs[best].second))) best = i;
+    return best;
+  };
+  const auto a = worst_of([](const CaseResult& r) { return r.algebra.verdict; });
+  const auto b = worst_of([](const CaseResult& r) { return r.bias.verdict; });
+  const auto v = worst_of([](const CaseResult& r) { return r.variance.verdict; });
+  const auto o = worst_of([](const CaseResult& r) { return r.verdict; });
+  CaseResult out = runs[o].second;
+  out.algebra = runs[a].second.algebra;
+  out.bias = runs[b].second.bias;
+  out.variance = runs[v].second.variance;
+  out.verdict = stats::worst(out.algebra.verdict, stats::worst(out.bias.verdict, out.variance.verdict));
+  out.testcase = runs.front().second.testcase;
+  out.testcase.sweep = tc.sweep;
+  out.replicates = 0;
+  out.runtime.seconds = out.runtime.kernel_seconds = out.runtime.draw_seconds = out.runtime.observe_seconds =
+      out.runtime.stats_seconds = 0.0;
+  for (std::size_t i = 0; i < runs.size(); ++i) {
+    const auto& r = runs[i].second;
+    out.replicates += r.replicates;
+    out.runtime.seconds += r.runtime.seconds;
+    out.runtime.kernel_seconds += r.runtime.kernel_seconds;
+    out.runtime.draw_seconds += r.runtime.draw_seconds;
+    out.runtime.observe_seconds += r.runtime.observe_seconds;
+    out.runtime.stats_seconds += r.runtime.stats_seconds;
+    if (!out.nonfinite && r.nonfinite) out.nonfinite = r.nonfinite;
+    out.sweep.push_back(point_of(runs[i].first, i == 0 ? std::string() : tc.sweep[i - 1].probe_text, r));
+  }
+  out.decided_by = {{"algebra", runs[a].first}, {"bias", runs[b].first}, {"variance", runs[v].first},
+                    {"overall", runs[o].first}};
+  // The expectation holds for the case's worst verdicts, gate by gate.
+  out.unexpected = check_verdicts(out.testcase.expected, out.algebra.verdict, out.bias.verdict, out.variance.verdict);
+  return out;
+}
+
+namespace {
+std::vector<std::string> check_verdicts(const contract::Expectation& expected, Verdict algebra, Verdict bias, Verdict variance) {
   std::vector<std::string> out;
-  const auto& e = r.testcase.expected.gates;
+  const auto& e = expected.gates;
   auto check = [&](const char* gate, Verdict got) {
     const auto it = e.find(gate);
     if (it == e.end()) return;
@@ -429,10 +513,15 @@ std::vector<std::string> check_expectation(const CaseResult& r) {
     for (auto v : it->second) want += (want.empty() ? "" : "|") + std::string(stats::to_string(v));
     out.push_back(std::string(gate) + ": expected " + want + ", got " + std::string(stats::to_string(got)));
   };
-  check("algebra", r.algebra.verdict);
-  check("bias", r.bias.verdict);
-  check("variance", r.variance.verdict);
+  check("algebra", algebra);
+  check("bias", bias);
+  check("variance", variance);
   return out;
+}
+}  // namespace
+
+std::vector<std::string> check_expectation(const CaseResult& r) {
+  return check_verdicts(r.testcase.expected, r.algebra.verdict, r.bias.verdict, r.variance.verdict);
 }
 
 }  // namespace kcert::engine

@@ -230,6 +230,21 @@ nlohmann::json to_json(const engine::CaseResult& r) {
                     {"dynamo_fp64", baseline(r.baselines.dynamo_fp64)}};
   j["expected"] = expectation_json(tc.expected);
   j["unexpected"] = r.unexpected;
+  // A swept case: every probe setting's verdicts and which setting decided each gate; the
+  // gate results above are those of the deciding settings, `probe` below is the contract's.
+  if (!r.sweep.empty()) {
+    nlohmann::json settings = nlohmann::json::array();
+    for (const auto& pt : r.sweep) {
+      settings.push_back({{"name", pt.name}, {"probe", pt.probe_text}, {"verdict", verdict(pt.verdict)},
+                          {"algebra", verdict(pt.algebra)}, {"bias", verdict(pt.bias)}, {"variance", verdict(pt.variance)},
+                          {"U", json_number(pt.U)}, {"max_abs_z", json_number(pt.max_abs_z)},
+                          {"max_ulp_effect", json_number(pt.max_ulp_effect)}, {"replicates", pt.replicates},
+                          {"seconds", pt.seconds}, {"bias_reason", pt.bias_reason}, {"variance_reason", pt.variance_reason}});
+    }
+    j["sweep"] = {{"settings", settings}, {"decided_by", r.decided_by}};
+  } else {
+    j["sweep"] = nullptr;
+  }
   const auto& p = tc.probe;
   j["probe"] = {{"dtype", std::string(stats::traits(p.dtype).name)}, {"seed", p.seed}, {"shift", json_number(p.shift)},
                 {"scale", json_number(p.scale)},

@@ -438,7 +438,8 @@ void read_probe(const Reader& r, const YAML::Node& node, const kernels::FamilySc
 
 TestCase read_document(const Reader& r, YAML::Node doc, const FamilySchemas& families, const std::string& profile) {
   r.check_keys(doc, "", {"schema", "id", "kind", "family", "mechanism", "references", "reference", "production", "probe",
-                          "buckets", "gates", "expected", "expected_on", "attestation", "profiles", "plugins", "math_modes"});
+                          "buckets", "gates", "expected", "expected_on", "attestation", "profiles", "plugins", "math_modes",
+                          "sweep"});
   TestCase tc;
   tc.source = r.source();
   if (!doc["schema"]) r.fail(doc, "schema", "required: the schema version, 1");
@@ -545,6 +546,42 @@ TestCase read_document(const Reader& r, YAML::Node doc, const FamilySchemas& fam
     if (a["theorem"]) at.theorem = r.string(a["theorem"], "attestation.theorem");
     if (a["status"]) at.status = r.string(a["status"], "attestation.status");
     tc.attestation = at;
+  }
+  if (const auto sw = doc["sweep"]) {
+    // Probe settings the case is certified on besides its contract (issue 30): each merges
+    // into `probe` as a profile does (after the profile), and is validated as a whole case.
+    if (!sw.IsSequence() || sw.size() == 0) r.fail(sw, "sweep", "expected a non-empty list of {name, probe} settings, got " + Reader::shown(sw));
+    if (sw.size() > 16) r.fail(sw, "sweep", "at most 16 settings, got " + std::to_string(sw.size()));
+    std::set<std::string> names{"contract"};
+    for (std::size_t i = 0; i < sw.size(); ++i) {
+      const auto item = sw[i];
+      const auto field = "sweep[" + std::to_string(i) + "]";
+      r.check_keys(item, field, {"name", "probe"});
+      if (!item["name"]) r.fail(item, field + ".name", "required: a short name for the setting ([a-z0-9_-], e.g. negatives)");
+      const auto name = r.nonempty_string(item["name"], field + ".name");
+      if (name.size() > 40 || !std::all_of(name.begin(), name.end(), [](char c) {
+            return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_' || c == '-';
+          })) {
+        r.fail(item["name"], field + ".name", "expected at most 40 characters of [a-z0-9_-], got '" + name + "'");
+      }
+      if (!names.insert(name).second) r.fail(item["name"], field + ".name", "'" + name + "' is used twice (or is 'contract', the case's own probe)");
+      if (!item["probe"]) r.fail(item, field + ".probe", "required: the probe fields this setting changes");
+      r.require_map(item["probe"], field + ".probe");
+      YAML::Node variant = YAML::Clone(doc);
+      variant.remove("sweep");
+      YAML::Node over;
+      over["probe"] = item["probe"];
+      merge_into(variant, over);
+      contract::SweepSetting setting;
+      setting.name = name;
+      setting.testcase = std::make_shared<TestCase>(read_document(r, variant, families, ""));
+      setting.testcase->profile = tc.profile;
+      setting.testcase->profiles = tc.profiles;
+      YAML::Emitter shown;
+      shown << YAML::Flow << item["probe"];
+      setting.probe_text = shown.c_str();
+      tc.sweep.push_back(std::move(setting));
+    }
   }
   return tc;
 }

@@ -238,3 +238,37 @@ TEST_CASE("math_modes: names the modes it sets, and rejects what is not a mode o
   CHECK_THROWS_WITH(parse(edit("profiles:", "math_modes: {tf32_matmul: on}\nprofiles:")),
                     Catch::Contains("math_modes.tf32_matmul: expected true or false, got 'on'"));
 }
+
+TEST_CASE("a sweep certifies the case on each probe setting, merged after the profile", "[loader][sweep]") {
+  const auto text = edit("expected: {algebra: PASS, bias: [WARN, FAIL]}",
+                         "sweep:\n  - {name: negatives, probe: {shift: -2.0}}\n  - {name: long, probe: {shape: {tokens: 16}}}\n"
+                         "expected: {algebra: PASS, bias: [WARN, FAIL]}");
+  const auto tc = parse(text, "smoke");
+  REQUIRE(tc.sweep.size() == 2);
+  CHECK(tc.sweep[0].name == "negatives");
+  CHECK(tc.sweep[0].testcase->probe.shift == -2.0);
+  CHECK(tc.sweep[0].testcase->probe.params.integer("shape.tokens") == 8);  // the smoke profile's, kept
+  CHECK(tc.sweep[0].testcase->sweep.empty());
+  CHECK(tc.sweep[1].testcase->probe.params.integer("shape.tokens") == 16);
+  CHECK(tc.sweep[1].testcase->probe.shift == 0.1);
+  CHECK(tc.sweep[1].testcase->profile == "smoke");
+  CHECK(tc.probe.shift == 0.1);  // the contract itself is unchanged
+  CHECK(tc.sweep[0].probe_text == "{shift: -2.0}");
+}
+
+TEST_CASE("a malformed sweep names its file, line and field", "[loader][sweep]") {
+  const auto with = [](const std::string& sweep) {
+    return edit("expected: {algebra: PASS, bias: [WARN, FAIL]}", sweep + "\nexpected: {algebra: PASS, bias: [WARN, FAIL]}");
+  };
+  CHECK_THROWS_WITH(parse(with("sweep: []")), Catch::Contains("case.yaml:") && Catch::Contains("sweep: expected a non-empty list"));
+  CHECK_THROWS_WITH(parse(with("sweep:\n  - {probe: {shift: 1.0}}")), Catch::Contains("sweep[0].name: required"));
+  CHECK_THROWS_WITH(parse(with("sweep:\n  - {name: 'Bad Name', probe: {shift: 1.0}}")),
+                    Catch::Contains("sweep[0].name: expected at most 40 characters of [a-z0-9_-]"));
+  CHECK_THROWS_WITH(parse(with("sweep:\n  - {name: a, probe: {shift: 1.0}}\n  - {name: a, probe: {shift: 2.0}}")),
+                    Catch::Contains("sweep[1].name: 'a' is used twice"));
+  CHECK_THROWS_WITH(parse(with("sweep:\n  - {name: contract, probe: {shift: 1.0}}")), Catch::Contains("is used twice (or is 'contract'"));
+  CHECK_THROWS_WITH(parse(with("sweep:\n  - {name: a, gates: {replicates: 2}}")), Catch::Contains("sweep[0].gates: unknown key"));
+  // A setting's probe is validated as the whole case: an impossible shape names its line.
+  CHECK_THROWS_WITH(parse(with("sweep:\n  - {name: a, probe: {shape: {tokens: -3}}}")),
+                    Catch::Contains("case.yaml:15:39: probe.shape.tokens"));
+}
