@@ -484,6 +484,24 @@ HtmlReportSummary write_html_report(const HtmlReportInput& input, const fs::path
       body << "<tr><th>" << g << "</th><td>" << badge(text(gates.at(g), "verdict")) << "</td><td>"
            << esc(text(gates.at(g), "reason")) << "</td></tr>";
     body << "</table>\n";
+    // A swept case: each probe setting's verdicts, and which setting decided each gate.
+    if (r.contains("sweep") && r.at("sweep").is_object()) {
+      const auto& sw = r.at("sweep");
+      const auto decided = sw.value("decided_by", nlohmann::json::object());
+      body << "<h2>Probe settings</h2><p>Certified on each setting; each gate shows the worst (decided by: algebra "
+           << esc(text(decided, "algebra")) << ", bias " << esc(text(decided, "bias")) << ", variance "
+           << esc(text(decided, "variance")) << ").</p><table><tr><th>setting</th><th>probe</th><th>overall</th>"
+              "<th>algebra</th><th>bias</th><th>variance</th><th>U</th><th>max |z|</th></tr>";
+      for (const auto& pt : sw.value("settings", nlohmann::json::array())) {
+        if (!pt.is_object()) continue;
+        body << "<tr><td>" << esc(text(pt, "name")) << "</td><td><code>" << esc(text(pt, "probe")) << "</code></td><td>"
+             << badge(text(pt, "verdict")) << "</td><td>" << badge(text(pt, "algebra")) << "</td><td>"
+             << badge(text(pt, "bias")) << "</td><td>" << badge(text(pt, "variance")) << "</td><td class=\"num\">"
+             << esc(num(pt.value("U", nlohmann::json()))) << "</td><td class=\"num\">" << esc(num(pt.value("max_abs_z", nlohmann::json())))
+             << "</td></tr>";
+      }
+      body << "</table>\n";
+    }
     if (r.contains("error") && r.at("error").is_string())
       body << "<div class=\"attention\"><b>Harness error:</b> " << esc(text(r, "error")) << "</div>\n";
     if (r.contains("skipped") && r.at("skipped").is_string())
