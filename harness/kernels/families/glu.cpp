@@ -43,6 +43,16 @@ std::vector<Variant> glu_variants() {
                         const auto parts = gu.chunk(2, -1);
                         return silu_then_mul(parts[0], parts[1], p);
                       }));
+  v.push_back(variant("liger_fused_gate_up_silu_mul",
+                      "Liger-Kernel's LigerPhi3SwiGLUMLP: one projection by [Wg; Wu] chunked into gate and up, "
+                      "then its SiLU-mul Triton kernel: silu(a) = a·sigmoid(a) on the fp32 gate, times the W up "
+                      "value promoted to fp32, one rounding at the store",
+                      [](const KernelInputs& in, const Precision& p, const ParamMap&) {
+                        const auto gu = project(in.at("x"), torch::cat({in.at("Wg"), in.at("Wu")}, 0), p);
+                        const auto parts = gu.chunk(2, -1);
+                        const auto g = p.up(parts[0]);
+                        return p.round_w(g * torch::sigmoid(g) * p.up(parts[1]));
+                      }));
   v.push_back(variant("fused_act_mul_fp32",
                       "fused GLU epilogue: silu(g)·u in fp32 and one rounding (G3: mistral.rs#1867, TE#717)",
                       [](const KernelInputs& in, const Precision& p, const ParamMap&) {

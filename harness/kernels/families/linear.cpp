@@ -1,9 +1,14 @@
 // Linear (GEMM) family: y = x W^T + b, with the epilogue, split-K and backend variants the
-// controls replay (G4, G6, #9, #12, #33).
+// controls replay (G4, G6, #9, #12, #33), and weight-only quantized GEMMs (W8A16 / W4A16:
+// integer codes q with per-output-channel or group-wise scales s along K).
 //
 // Inputs: x [B, tokens, in_features] per replicate; W [out_features, in_features] and
-// b [out_features] fixed. Output [B, tokens, out_features]. Bucket axes: channel (output
-// feature, the default), row.
+// b [out_features] fixed; q [out_features, in_features] (int8 codes) and s [out_features,
+// groups] (fp32 tensor holding scales representable in weights.scale_dtype) fixed: with
+// weights.kind quantized, W is the checkpoint dequantized to W (rb(q·s)); with the other
+// kinds, q and s quantize W at weights.bits / weights.group so that every variant runs on
+// every probe. The quantized variants take no bias; their real function is x·(q·s)^T.
+// Output [B, tokens, out_features]. Bucket axes: channel (output feature, the default), row.
 #include "harness/kernels/probe.hpp"
 #include "harness/kernels/registry.hpp"
 
@@ -28,6 +33,16 @@ torch::Tensor gemm(const torch::Tensor& x, const torch::Tensor& w, const Precisi
 
 std::vector<torch::Tensor> k_chunks(const torch::Tensor& t, int64_t splits) {
   return t.chunk(splits, -1);
+}
+
+// The scales expanded along K: s_full[j, k] = s[j, k / group_size].
+torch::Tensor expand_scales(const torch::Tensor& s, int64_t k) { return s.repeat_interleave(k / s.size(-1), -1); }
+
+// q·s formed in the accumulation dtype (exact in fp32 for 8-bit codes and scales of at most
+// 16 significant bits: W, fp16 or bf16 scales).
+torch::Tensor dequantized(const KernelInputs& in, const Precision& p) {
+  const auto& q = in.at("q");
+  return p.up(q) * expand_scales(p.up(in.at("s")), q.size(-1));
 }
 
 std::vector<Variant> linear_variants() {
@@ -85,7 +100,88 @@ std::vector<Variant> linear_variants() {
                         return p.round_w(y);
                       },
                       kSplitParam));
+  v.push_back(variant("quant_dequant_w",
+                      "weight-only quantized GEMM, dequantize then GEMM: q·s rounded to W (HF/torchao's dequantize "
+                      "then F.linear; Marlin's and exllama's in-register dequantization to the activation dtype), "
+                      "then an fp32-accumulated GEMM, one rounding",
+                      [](const KernelInputs& in, const Precision& p, const ParamMap&) {
+                        return p.round_w(gemm(in.at("x"), p.round_w(dequantized(in, p)), p));
+                      }));
+  v.push_back(variant("quant_dequant_w_splitk",
+                      "as quant_dequant_w with K split into chunks whose fp32 partial GEMMs are summed in fp32, "
+                      "one rounding (Marlin's stripe partition with an fp32 global reduce: vLLM's use_fp32_reduce)",
+                      [](const KernelInputs& in, const Precision& p, const ParamMap& prm) {
+                        const auto xs = k_chunks(in.at("x"), prm.integer("splits"));
+                        const auto ws = k_chunks(p.round_w(dequantized(in, p)), prm.integer("splits"));
+                        auto y = gemm(xs[0], ws[0], p);
+                        for (std::size_t c = 1; c < xs.size(); ++c) y = y + gemm(xs[c], ws[c], p);
+                        return p.round_w(y);
+                      },
+                      kSplitParam));
+  v.push_back(variant("quant_dequant_fp32",
+                      "q·s dequantized in fp32 (no rounding to W), then an fp32 GEMM, one rounding (ATen's "
+                      "_weight_int8pack_mm x86 kernels: float(q)·s in fp32 fused-multiply-added into an fp32 "
+                      "accumulator; torchao's dequantize_affine with output_dtype=float32)",
+                      [](const KernelInputs& in, const Precision& p, const ParamMap&) {
+                        return p.round_w(gemm(in.at("x"), dequantized(in, p), p));
+                      }));
+  v.push_back(variant("quant_scale_fp32_acc",
+                      "scale on the fp32 accumulator: per group g, acc_g = Σ_k∈g q_jk·x_k in fp32, y = Σ_g s_jg·acc_g "
+                      "in fp32 in group order, one rounding (per channel: y = s_j·Σ_k q_jk·x_k, ATen's "
+                      "_weight_int8pack_mm aarch64 kernel, reduce(acc)·scale; group-wise: MLX's quantized qdot, "
+                      "scale·Σ q·x per group accumulated in fp32, its affine bias term 0 for symmetric codes)",
+                      [](const KernelInputs& in, const Precision& p, const ParamMap&) {
+                        const auto& x = in.at("x");
+                        const auto q = p.up(in.at("q")), s = p.up(in.at("s"));
+                        const auto groups = s.size(-1), size = q.size(-1) / groups;
+                        const auto xu = p.up(x);
+                        torch::Tensor y;
+                        for (int64_t g = 0; g < groups; ++g) {
+                          const auto acc = torch::matmul(xu.narrow(-1, g * size, size), q.narrow(-1, g * size, size).t());
+                          const auto term = acc * s.select(-1, g);
+                          y = g == 0 ? term : y + term;
+                        }
+                        return p.round_w(y);
+                      }));
+  v.push_back(variant("quant_scale_after_round",
+                      "per-channel scale applied after the accumulator is rounded: y = rb(rb(Σ_k q_jk·x_k)·rb(s_j)) "
+                      "(Marlin's per-column 4-bit write-out: the fp32 accumulator converted to W, then __hmul2 by the scale; "
+                      "torchao's int8 weight-only eager path (x @ q.T) * scales); "
+                      "per-channel scales only (weights.group 0)",
+                      [](const KernelInputs& in, const Precision& p, const ParamMap&) {
+                        const auto& s = in.at("s");
+                        if (s.size(-1) != 1) {
+                          throw std::invalid_argument("quant_scale_after_round applies a per-channel scale: it needs "
+                                                      "probe.weights.group 0");
+                        }
+                        const auto acc = p.round_w(gemm(in.at("x"), in.at("q"), p));
+                        return p.round_w(p.up(acc) * p.up(p.round_w(p.up(s).squeeze(-1))));
+                      }));
+  v.push_back(variant("quant_dequant_w_scales_in_w",
+                      "as quant_dequant_w, but the checkpoint's scales are first converted to W (fp16 or fp32 "
+                      "scales cast to bf16: GPTQModel#2722's AWQ bf16 path), a per-row/group gain error",
+                      [](const KernelInputs& in, const Precision& p, const ParamMap&) {
+                        const auto& q = in.at("q");
+                        const auto s = p.up(p.round_w(p.up(in.at("s"))));
+                        return p.round_w(gemm(in.at("x"), p.round_w(p.up(q) * expand_scales(s, q.size(-1))), p));
+                      }));
   return v;
+}
+
+// Symmetric quantization of w [N, K] (fp64) at `bits` with groups of `group` along K
+// (0: one group per output channel): s = absmax/qmax rounded to the scale format, q =
+// clamp(round(w/s), -2^(bits-1), qmax), as GPTQ/AWQ/torchao's symmetric schemes store them.
+std::pair<torch::Tensor, torch::Tensor> quantize(const torch::Tensor& w, int64_t bits, int64_t group,
+                                                 const std::string& scale_dtype, torch::Dtype working) {
+  const auto n = w.size(0), k = w.size(1), size = group == 0 ? k : group;
+  const double qmax = static_cast<double>((int64_t{1} << (bits - 1)) - 1), qmin = -qmax - 1.0;
+  const auto wg = w.view({n, k / size, size});
+  auto s = wg.abs().amax(-1) / qmax;
+  s = torch::where(s > 0, s, torch::ones_like(s));
+  const auto store = scale_dtype == "fp32" ? torch::kFloat32 : scale_dtype == "fp16" ? torch::kHalf : working;
+  s = s.to(store).to(torch::kFloat32);
+  const auto q = torch::clamp(torch::round(wg / s.to(torch::kFloat64).unsqueeze(-1)), qmin, qmax).view({n, k});
+  return {q.to(torch::kInt8), s};
 }
 
 KernelInputs make_fixed(const ProbeContract& probe, std::uint64_t seed) {
@@ -103,9 +199,22 @@ KernelInputs make_fixed(const ProbeContract& probe, std::uint64_t seed) {
     const auto dt = numerics::to_dtype(probe.dtype);
     b = -probe.shift * w.to(dt).to(torch::kFloat64).sum(-1);
   }
+  const auto dt = numerics::to_dtype(probe.dtype);
+  const auto group = probe.params.integer("weights.group");
+  // Codes of the weights as the checkpoint stores them (for kinds other than quantized, of W
+  // as rounded to W).
+  const auto [q, s] = quantize(kind == "quantized" ? w : w.to(dt).to(torch::kFloat64), probe.params.integer("weights.bits"),
+                               group, probe.params.string("weights.scale_dtype"), dt);
   KernelInputs fixed;
-  fixed.set("W", w.to(numerics::to_dtype(probe.dtype)));
-  fixed.set("b", b.to(numerics::to_dtype(probe.dtype)));
+  if (kind == "quantized") {
+    // The checkpoint dequantized to W, as a bf16 model of it is evaluated: q·s rounded once.
+    fixed.set("W", (q.to(torch::kFloat32) * expand_scales(s, k)).to(dt));
+  } else {
+    fixed.set("W", w.to(dt));
+  }
+  fixed.set("b", b.to(dt));
+  fixed.set("q", q);
+  fixed.set("s", s);
   return fixed;
 }
 
@@ -120,11 +229,21 @@ void register_linear_family(Registry& registry) {
       param::integer("shape.tokens", 64).at_least(1).doc("tokens per replicate"),
       param::integer("shape.in_features", 1024).at_least(1).doc("K"),
       param::integer("shape.out_features", 256).at_least(1).doc("N"),
-      param::text("weights.kind", "normal").one_of({"normal", "zero_sum", "cancelling"}).doc("normal: W ~ N(0, 1/K); zero_sum: rows sum to 0; cancelling: rows with a large sum and a bias cancelling it"),
+      param::text("weights.kind", "normal").one_of({"normal", "zero_sum", "cancelling", "quantized"}).doc("normal: W ~ N(0, 1/K); zero_sum: rows sum to 0; cancelling: rows with a large sum and a bias cancelling it; quantized: normal weights quantized to integer codes q and scales s (weights.bits, weights.group, weights.scale_dtype), W = rb(q·s)"),
       param::number("weights.bias_scale", 1.0).at_least(0).doc("b ~ N(0, bias_scale²) (normal, zero_sum)"),
       param::number("weights.row_dc", 100.0).at_least(0).doc("cancelling: each row sums to about row_dc"),
+      param::integer("weights.bits", 8).at_least(2).at_most(8).doc("quantized codes: signed integers in [-2^(bits-1), 2^(bits-1) - 1] (8: int8, 4: int4)"),
+      param::integer("weights.group", 0).at_least(0).doc("quantization group along K (128: group-wise scales); 0: one scale per output channel"),
+      param::text("weights.scale_dtype", "w").one_of({"w", "fp16", "fp32"}).doc("the format the checkpoint stores its scales in (w: the working dtype)"),
   };
-  f.validate_probe = [](const ProbeContract& probe) { return check_outlier_count(probe, "shape.in_features"); };
+  f.validate_probe = [](const ProbeContract& probe) -> std::optional<FieldError> {
+    const auto group = probe.params.integer("weights.group"), k = probe.params.integer("shape.in_features");
+    if (group > 0 && k % group != 0) {
+      return FieldError{"probe.weights.group", "expected a divisor of probe.shape.in_features (" + std::to_string(k) +
+                                                   "), got " + std::to_string(group)};
+    }
+    return check_outlier_count(probe, "shape.in_features");
+  };
   f.make_fixed = make_fixed;
   f.make_replicate = [](const ProbeContract& probe, const KernelInputs&, std::uint64_t seed) {
     return token_channel_activations(probe, "shape.tokens", "shape.in_features", seed);

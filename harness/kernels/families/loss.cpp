@@ -1,6 +1,8 @@
 // Loss family: token cross-entropy over micro-batches, with the reductions and cast points
 // the controls replay (L1: transformers#34191 gradient-accumulation normalization; L2:
-// mlx#4520 log-sum-exp subtracted in bf16).
+// mlx#4520 log-sum-exp subtracted in bf16), and the fp32 forms of cross-entropy that real
+// code writes (PyTorch's F.cross_entropy path, the fused kernels' lse - z_t with label
+// smoothing, an online log-sum-exp over vocabulary chunks, a z-loss).
 //
 // Inputs: logits z [B, tokens, vocab] per replicate (W, N(shift, scale²)), targets t
 // [B, tokens] per replicate (uniform over the vocabulary); fixed: valid [tokens] (false =
@@ -21,9 +23,22 @@ namespace {
 
 using numerics::Precision;
 
-Variant variant(std::string name, std::string description, KernelFn fn) {
-  return builtin_variant(std::move(name), std::move(description), {}, std::move(fn));
+Variant variant(std::string name, std::string description, KernelFn fn, std::vector<ParamSpec> params = {}) {
+  return builtin_variant(std::move(name), std::move(description), std::move(params), std::move(fn));
 }
+
+// The parameters of the fp32 cross-entropy forms: PyTorch's label_smoothing e (the target
+// distribution (1 - e)·onehot + e/V) and a z-loss coefficient (PaLM / t5x: + coef·lse²).
+// Both default to 0, plain cross-entropy; a case passes them explicitly on both sides.
+const std::vector<ParamSpec> kCeParams = {
+    param::number("label_smoothing", 0.0).at_least(0).at_most(1).doc("F.cross_entropy's label_smoothing e"),
+    param::number("z_loss", 0.0).at_least(0).doc("z-loss coefficient: coef·logsumexp(z)² added per token (0: none)"),
+};
+const std::vector<ParamSpec> kOnlineParams = {
+    param::number("label_smoothing", 0.0).at_least(0).at_most(1).doc("F.cross_entropy's label_smoothing e"),
+    param::number("z_loss", 0.0).at_least(0).doc("z-loss coefficient: coef·logsumexp(z)² added per token (0: none)"),
+    param::integer("chunk", 4096).at_least(1).doc("vocabulary chunk of the online log-sum-exp"),
+};
 
 // The fp32 output contract: fp32 under the working policy, fp64 (unrounded) under the exact one.
 torch::Tensor fp32_out(const Precision& p, const torch::Tensor& t) {
@@ -41,20 +56,98 @@ torch::Tensor masked(const torch::Tensor& loss, const KernelInputs& in) {
   return torch::where(in.at("valid"), loss, torch::zeros_like(loss));
 }
 
-// Per-token cross-entropy in the accumulation dtype, ignored tokens 0.
+// Per-token cross-entropy logsumexp - z_t in the accumulation dtype, ignored tokens 0 (the
+// accumulation variants' per-token loss).
 torch::Tensor token_loss(const KernelInputs& in, const Precision& p) {
   const auto [lse, zt] = lse_and_target(in, p);
   return masked(lse - zt, in);
 }
 
+// PyTorch's F.cross_entropy on the upcast logits, reduction='none', as ATen computes it
+// (cross_entropy_loss: log_softmax over the vocabulary, then nll_loss at the target; with
+// label smoothing, (1 - e)·nll + (e/V)·(-Σ_c log_softmax_c)), ignored tokens 0. Logits
+// [B, n, V] are flattened to [B·n, V] (class dimension 1, as the API wants).
+torch::Tensor aten_cross_entropy(const KernelInputs& in, const Precision& p, double label_smoothing) {
+  const auto z = p.up(in.at("z"));
+  const auto b = z.size(0), n = z.size(1), vocab = z.size(2);
+  const auto t = in.at("t").masked_fill(in.at("valid").logical_not().unsqueeze(0), -100);  // HF's ignore_index
+  const auto loss = at::cross_entropy_loss(z.reshape({b * n, vocab}), t.reshape({b * n}), {}, at::Reduction::None,
+                                           -100, label_smoothing);
+  return masked(loss.view({b, n}), in);
+}
+
+// lse - e·Σz/V - (1 - e)·z_t in the accumulation dtype, the order of flash-attn's fused
+// cross-entropy kernel (e = 0: lse - z_t, the fused kernels' plain form).
+torch::Tensor lse_form(const torch::Tensor& lse, const torch::Tensor& zt, const torch::Tensor& z_sum, int64_t vocab,
+                       double e) {
+  if (e == 0.0) return lse - zt;
+  return lse - e * z_sum / static_cast<double>(vocab) - (1.0 - e) * zt;
+}
+
+// + coef·lse·lse (Liger's lse_square_scale, flash-attn's and t5x's z-loss), when coef > 0.
+torch::Tensor with_z_loss(const torch::Tensor& loss, const torch::Tensor& lse, double coef) {
+  return coef > 0.0 ? loss + coef * lse * lse : loss;
+}
+
 std::vector<Variant> loss_variants() {
   std::vector<Variant> v;
-  v.push_back(variant("token_ce_fp32",
-                      "per-token cross-entropy logsumexp(up(z)) - up(z)[t] in fp32, fp32 out (F.cross_entropy on "
-                      "upcast logits, reduction='none')",
-                      [](const KernelInputs& in, const Precision& p, const ParamMap&) {
-                        return fp32_out(p, token_loss(in, p));
-                      }));
+  v.push_back(variant(
+      "token_ce_fp32",
+      "PyTorch's F.cross_entropy on upcast logits, reduction='none' (ATen cross_entropy_loss: log_softmax "
+      "in fp32, then nll_loss at the target; label_smoothing as PyTorch defines it), fp32 out; with z_loss, "
+      "+ coef·logsumexp(up(z))² in fp32 (OLMo's torch z-loss)",
+      [](const KernelInputs& in, const Precision& p, const ParamMap& prm) {
+        auto loss = aten_cross_entropy(in, p, prm.number("label_smoothing"));
+        if (prm.number("z_loss") > 0.0) {
+          // OLMo's cross_entropy_loss: z_squared = logits.logsumexp(-1).pow(2); z_loss = coef·z_squared.
+          const auto z_squared = torch::logsumexp(p.up(in.at("z")), -1).pow(2);
+          loss = masked(loss + prm.number("z_loss") * z_squared, in);
+        }
+        return fp32_out(p, loss);
+      },
+      kCeParams));
+  v.push_back(variant(
+      "token_ce_lse_minus_target_fp32",
+      "logsumexp(up(z)) - up(z)[t] in fp32, fp32 out (the fused cross-entropy kernels' form: Liger, "
+      "flash-attn); with label smoothing lse - e·Σz/V - (1 - e)·z_t (flash-attn's order), with z_loss "
+      "+ coef·lse·lse (Liger's lse_square_scale); kcert's token_ce_fp32 before issue 30",
+      [](const KernelInputs& in, const Precision& p, const ParamMap& prm) {
+        const auto [lse, zt] = lse_and_target(in, p);
+        const auto e = prm.number("label_smoothing");
+        const auto z_sum = e == 0.0 ? lse : p.up(in.at("z")).sum(-1);
+        return fp32_out(p, masked(with_z_loss(lse_form(lse, zt, z_sum, in.at("z").size(-1), e), lse,
+                                              prm.number("z_loss")),
+                                  in));
+      },
+      kCeParams));
+  v.push_back(variant(
+      "token_ce_online_lse_fp32",
+      "online log-sum-exp over vocabulary chunks in fp32: running max m and sum d, d·exp(m - m_new) + "
+      "Σ exp(z - m_new) per chunk, lse = m + log d (Liger's fused (linear) cross-entropy, flash-attn's "
+      "Triton cross-entropy), then the lse form with label smoothing and z-loss as token_ce_lse_minus_target_fp32",
+      [](const KernelInputs& in, const Precision& p, const ParamMap& prm) {
+        const auto z = p.up(in.at("z"));
+        const auto zt = z.gather(-1, in.at("t").unsqueeze(-1)).squeeze(-1);
+        torch::Tensor m, d, z_sum;
+        for (const auto& c : z.split(prm.integer("chunk"), -1)) {
+          const auto c_max = std::get<0>(c.max(-1));
+          if (!m.defined()) {
+            m = c_max;
+            d = torch::exp(c - m.unsqueeze(-1)).sum(-1);
+            z_sum = c.sum(-1);
+          } else {
+            const auto m_new = torch::maximum(m, c_max);
+            d = d * torch::exp(m - m_new) + torch::exp(c - m_new.unsqueeze(-1)).sum(-1);
+            m = m_new;
+            z_sum = z_sum + c.sum(-1);
+          }
+        }
+        const auto lse = m + torch::log(d);
+        return fp32_out(p, masked(with_z_loss(lse_form(lse, zt, z_sum, z.size(-1), prm.number("label_smoothing")),
+                                              lse, prm.number("z_loss")),
+                                  in));
+      },
+      kOnlineParams));
   v.push_back(variant("token_ce_lse_w",
                       "log-sum-exp computed in fp32 but rounded to W, then lse - z[t] subtracted in W and upcast "
                       "(L2: mlx#4520's fallback, TE#3193 fused CE intermediates)",

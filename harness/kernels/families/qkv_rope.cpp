@@ -73,6 +73,48 @@ std::vector<Variant> qkv_rope_variants() {
         rotate_in_place(sh.q * sh.dim, sh.kv);
         return p.round_w(qkv.view({x.size(0), x.size(1), sh.q + 2 * sh.kv, sh.dim}));
       }));
+  v.push_back(variant(
+      "fused_qkv_split_rotate_half",
+      "Phi-3 / vLLM structure: one fused qkv = x @ W_qkv^T (fp32 GEMM, one rounding), sliced into q, k, v "
+      "(Phi-3's qkv[..., :q_pos], vLLM's qkv.split), q and k rotated out of place by rotate_half in fp32 with "
+      "fp32 cos/sin (the arithmetic of vLLM's neox rotary kernel with an fp32 cache), one rounding",
+      [](const KernelInputs& in, const Precision& p, const ParamMap& prm) {
+        const auto& x = in.at("x");
+        const auto sh = qkv_shape(in);
+        const auto qkv = p.round_w(torch::matmul(p.up(x), p.up(in.at("W_qkv")).t()));  // [B, T, (q + 2kv)·D]
+        const auto parts = qkv.split_with_sizes({sh.q * sh.dim, sh.kv * sh.dim, sh.kv * sh.dim}, -1);
+        const auto heads = [&](const torch::Tensor& t, int64_t n) { return t.reshape({x.size(0), x.size(1), n, sh.dim}); };
+        const auto c = qkv_tables(in, p, sh.dim, prm.number("base"), true);
+        const auto s = qkv_tables(in, p, sh.dim, prm.number("base"), false);
+        return torch::cat({p.round_w(rotate_half_split(p.up(heads(parts[0], sh.q)), c, s)),
+                           p.round_w(rotate_half_split(p.up(heads(parts[1], sh.kv)), c, s)), heads(parts[2], sh.kv)},
+                          2);
+      }));
+  v.push_back(variant(
+      "fused_qkv_complex_interleaved",
+      "one fused qkv GEMM (fp32, one rounding) split into q, k, v, then Meta Llama's apply_rotary_emb: each "
+      "head's pairs (i, i + D/2) viewed as complex numbers (interleaved, as Meta's checkpoint layout), times "
+      "the complex64 table polar(1, pos·inv_freq), view_as_real, one rounding (complex128 under fp64)",
+      [](const KernelInputs& in, const Precision& p, const ParamMap& prm) {
+        const auto& x = in.at("x");
+        const auto sh = qkv_shape(in);
+        const auto qkv = p.round_w(torch::matmul(p.up(x), p.up(in.at("W_qkv")).t()));
+        const auto parts = qkv.split_with_sizes({sh.q * sh.dim, sh.kv * sh.dim, sh.kv * sh.dim}, -1);
+        const auto pos = p.up(in.at("pos"));
+        const auto th = angles(pos, inverse_frequencies(p, sh.dim, prm.number("base"), pos));
+        const auto freqs_cis = torch::polar(torch::ones_like(th), th).unsqueeze(1);  // [T, 1, D/2]
+        const auto half = sh.dim / 2;
+        const auto rotate = [&](const torch::Tensor& t, int64_t n) {
+          const auto u = p.up(t.reshape({x.size(0), x.size(1), n, sh.dim}));
+          // (a_i, b_i) = (u_i, u_{i+D/2}) as the real and imaginary parts of pair i.
+          const auto pairs = torch::stack({u.narrow(-1, 0, half), u.narrow(-1, half, half)}, -1).contiguous();
+          const auto r = torch::view_as_real(torch::view_as_complex(pairs) * freqs_cis);
+          return p.round_w(torch::cat({r.select(-1, 0), r.select(-1, 1)}, -1));
+        };
+        return torch::cat({rotate(parts[0], sh.q), rotate(parts[1], sh.kv),
+                           parts[2].reshape({x.size(0), x.size(1), sh.kv, sh.dim})},
+                          2);
+      }));
   return v;
 }
 

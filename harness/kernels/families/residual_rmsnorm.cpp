@@ -46,8 +46,17 @@ std::vector<Variant> residual_variants() {
                         const auto normed = p.round_w(hf * torch::rsqrt(ss + prm.number("eps")));
                         return torch::cat({h, p.round_w(p.up(normed) * p.up(in.at("w")))}, -1);
                       }));
+  v.push_back(variant("add_then_fp32_weight_norm",
+                      "h = rb(x + r) by an unfused W add (Megatron-LM's bias-dropout-add), then TransformerEngine's "
+                      "RMSNorm of the stored h: normalize in fp32, weight multiplied in fp32, one rounding",
+                      [](const KernelInputs& in, const Precision& p, const ParamMap& prm) {
+                        const auto h = p.round_w(p.up(in.at("x")) + p.up(in.at("r")));
+                        const auto u = p.up(h);
+                        return torch::cat({h, p.round_w(p.up(in.at("w")) * (u * inverse_rms(u, prm.number("eps"))))}, -1);
+                      }));
   v.push_back(variant("fused_fp32_rne",
-                      "fp32 residual sum s, stored to W by round-to-nearest; RMSNorm from the fp32 s, one rounding",
+                      "fp32 residual sum s, stored to W by round-to-nearest; RMSNorm from the fp32 s, (s·rstd)·w in "
+                      "fp32, one rounding (FlashInfer's FusedAddRMSNormKernel since flashinfer#587)",
                       [](const KernelInputs& in, const Precision& p, const ParamMap& prm) {
                         const auto s = p.up(in.at("x")) + p.up(in.at("r"));
                         return torch::cat({p.round_w(s), p.round_w(s * inverse_rms(s, prm.number("eps")) * p.up(in.at("w")))}, -1);
