@@ -52,6 +52,8 @@ ControlOutcome outcome(const engine::CaseResult& r) {
   if (r.variance.confirmation) o.confirmation_agrees = r.variance.confirmation->agrees;
   o.frontier_signed = r.bias.signed_statistic.frontier;
   o.frontier_magnitude = r.bias.magnitude_statistic.frontier;
+  o.attributed_signed = r.bias.signed_statistic.attributed_buckets;
+  o.attributed_magnitude = r.bias.magnitude_statistic.attributed_buckets;
   o.signed_decides = r.bias.signed_statistic.deciding;
   o.magnitude_decides = r.bias.magnitude_statistic.deciding;
   o.s_min = r.bias.thresholds.s_min;
@@ -77,6 +79,9 @@ Verdict bias_verdict_under(const ControlOutcome& o, double c, double c_magnitude
   };
   if (o.signed_decides) judge(o.frontier_signed, c);
   if (o.magnitude_decides) judge(o.frontier_magnitude, c_magnitude);
+  // An attributed bucket is a WARN whatever the floors (it is not on the frontier).
+  if ((o.signed_decides && o.attributed_signed > 0) || (o.magnitude_decides && o.attributed_magnitude > 0))
+    v = stats::worst(v, Verdict::warn);
   return v;
 }
 
@@ -152,6 +157,10 @@ ControlOutcome outcome_from_document(const nlohmann::json& d) {
     return true;
   };
   const bool have = frontier(bias.at("signed"), o.frontier_signed) && frontier(bias.at("magnitude"), o.frontier_magnitude);
+  if (bias.at("signed").contains("attributed_buckets") && bias.at("signed").at("attributed_buckets").is_number_integer())
+    o.attributed_signed = bias.at("signed").at("attributed_buckets").get<std::int64_t>();
+  if (bias.at("magnitude").contains("attributed_buckets") && bias.at("magnitude").at("attributed_buckets").is_number_integer())
+    o.attributed_magnitude = bias.at("magnitude").at("attributed_buckets").get<std::int64_t>();
   o.signed_decides = bias.at("signed").value("deciding", true);
   o.magnitude_decides = bias.at("magnitude").value("deciding", false);
   if (bias.contains("thresholds") && bias.at("thresholds").is_object()) o.s_min = bias.at("thresholds").value("s_min", 0.2);

@@ -65,6 +65,9 @@ struct ControlOutcome {
   // bias_recomputable: false for documents without these fields, or a bias FAIL for a
   // non-finite value (no frontier stands behind it).
   std::vector<std::pair<double, double>> frontier_signed, frontier_magnitude;
+  // Buckets attributed to the reference (left out of the frontiers): a WARN under any floors,
+  // so a statistic with one is at least WARN when re-judged.
+  std::int64_t attributed_signed = 0, attributed_magnitude = 0;
   bool signed_decides = true, magnitude_decides = true;
   double s_min = 0.2;
   bool bias_recomputable = false;

@@ -311,6 +311,7 @@ int attribution_study(const AttributionOptions& o) {
   struct Law {
     double mu_r, mu_p;
     const char* truth;
+    double prod_noise = 1.0;  // the production's per-replicate sd as a multiple of σ
   };
   const std::vector<Law> laws = {
       {0.0, 0.0, "both exact (null)"},
@@ -322,6 +323,8 @@ int attribution_study(const AttributionOptions& o) {
       {1.0, 0.5, "both biased, production closer but beyond the floor"},
       {1.0, -0.5, "opposite biases, production's beyond the floor"},
       {1.0, -0.45, "opposite biases, production's at 1.5 c"},
+      {0.5, -1.0, "opposite biases, production further from exact"},
+      {1.0, -0.5, "opposite biases, a noisy production (sd 3.5 σ) beyond the floor", 3.5},
   };
   std::cout << fmt::format(
       "Bias attribution (stats::attribute_bucket) on one bucket per run, {:g} runs per cell, shipped floors (z* = {:g}, "
@@ -351,7 +354,7 @@ int attribution_study(const AttributionOptions& o) {
             for (std::uint64_t r = 0; r < R; ++r) {
               const double z1 = normal(), z2 = normal();
               const double er = law.mu_r + sigma * z1;
-              const double ep = law.mu_p + sigma * (rho * z1 + std::sqrt(1.0 - rho * rho) * z2);
+              const double ep = law.mu_p + law.prod_noise * sigma * (rho * z1 + std::sqrt(1.0 - rho * rho) * z2);
               md.add(ep - er);
               mr.add(er);
               mp.add(ep);
@@ -368,7 +371,9 @@ int attribution_study(const AttributionOptions& o) {
             attributed += f && a.production_closer;
             fail += f && !a.production_closer;
             direct += a.prod.verdict == kcert::stats::Verdict::fail;
-            attributed_and_direct += f && a.production_closer && a.prod.verdict == kcert::stats::Verdict::fail;
+            // The rule's own guard: a production significant beyond the floor (|z| > cut, ULP
+            // effect > c, whatever its standardized effect) is never attributed.
+            attributed_and_direct += f && a.production_closer && a.prod.significant && a.prod.ulp_effect > t.c;
           }
           const double n = static_cast<double>(runs);
           std::cout << fmt::format("| {} | {:g} | {:g} | {:g} | {:g} | {} | {:.3f} | {:.3f} | {:.3f} | {:.3f} |\n", law.truth,
@@ -378,9 +383,9 @@ int attribution_study(const AttributionOptions& o) {
           // power (the reference's bias is at least cut + 3 standard errors of e_r + e_p, the
           // noisier of its two contrasts), a production exact against the oracle beside a
           // biased reference is attributed in at least 95 % of the runs whose difference FAILs;
-          // (2) a run whose direct test FAILs the production is never attributed (an invariant
-          // of the rule: the misattribution rate is at most 1 - P(direct FAIL)); (3) the null
-          // never FAILs (z* = 5).
+          // (2) a run whose production is significant beyond the floor is never attributed (an
+          // invariant of the rule: the misattribution rate is at most 1 - P(direct FAIL)); (3)
+          // the null never FAILs (z* = 5).
           const double sum_se = sigma * std::sqrt(2.0 * (1.0 + rho)) / std::sqrt(Rd);
           const auto [lo, hi] = wilson(attributed, std::max(1.0, d_fail));
           (void)lo;
@@ -390,6 +395,16 @@ int attribution_study(const AttributionOptions& o) {
           }
           if (attributed_and_direct > 0) {
             std::cout << fmt::format("CHECK FAILED: {}: attributed although the direct test FAILs\n", law.truth);
+            ok = false;
+          }
+          // (4) a production further from exact than the reference, or biased beyond the floor
+          // where its own test has power (|μ_p| at least cut + 3 standard errors), is attributed
+          // in at most 1 % of runs.
+          const double prod_se = law.prod_noise * sigma / std::sqrt(Rd);
+          const bool further = std::fabs(law.mu_p) > std::fabs(law.mu_r);
+          const bool visible = std::fabs(law.mu_p) > t.c && std::fabs(law.mu_p) / prod_se >= cut + 3.0;
+          if ((further || visible) && law.mu_p != 0.0 && attributed / n > 0.01) {
+            std::cout << fmt::format("CHECK FAILED: {}: attributed in {:.3f} of runs\n", law.truth, attributed / n);
             ok = false;
           }
           if (law.mu_r == 0.0 && law.mu_p == 0.0 && fail > 0) {

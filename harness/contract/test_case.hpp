@@ -39,6 +39,11 @@ struct GateSettings {
   // per-channel gain error averages out), the magnitude one where signs of ref mix
   // (docs/bias-floors.md, "centred outputs").
   std::vector<stats::BiasStatistic> bias_deciding{stats::BiasStatistic::signed_difference, stats::BiasStatistic::magnitude};
+  // Attribute a FAIL to the reference where the fp64 oracle says the production is closer to
+  // exact (docs/statistics.md). Off for a case whose reference arithmetic is itself the
+  // model's trained function (G2: the bf16 normalizer constant), where "closer to the exact
+  // constant" is the defect.
+  bool bias_attribution = true;
   stats::VarianceSettings variance;
 };
 

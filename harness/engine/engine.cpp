@@ -276,7 +276,7 @@ CaseResult run_setting(const contract::TestCase& tc_in, const kernels::Registry&
 
   const auto& g = tc.gates;
   gates::AlgebraGate algebra(static_cast<std::uint64_t>(g.algebra_replicates), g.algebra_tolerance);
-  gates::BiasGate bias({g.replicates, g.bias, g.bias_deciding, tc.bucket_axis}, out_format);
+  gates::BiasGate bias({g.replicates, g.bias, g.bias_deciding, tc.bucket_axis, g.bias_attribution}, out_format);
   gates::VarianceGate variance(g.variance, g.replicates, g.max_replicates, out_format);
   gates::BaselineChecks baselines(g.replicates, out_format);
   const std::array<gates::Gate*, 4> observers{&algebra, &bias, &variance, &baselines};
@@ -461,7 +461,11 @@ CaseResult run_case(const contract::TestCase& tc, const kernels::Registry& regis
     // The nightly's calibration (warn_K, fail_K, floors) set on the case applies to every setting.
     one.calibration = tc.calibration;
     one.gates = tc.gates;
-    runs.emplace_back(s.name, run_setting(one, registry, options));
+    try {
+      runs.emplace_back(s.name, run_setting(one, registry, options));
+    } catch (const std::exception& e) {
+      throw std::runtime_error("sweep setting '" + s.name + "': " + e.what());
+    }
   }
   const auto worst_of = [&](auto verdict_of) {
     std::size_t best = 0;
@@ -491,9 +495,11 @@ CaseResult run_case(const contract::TestCase& tc, const kernels::Registry& regis
     out.runtime.draw_seconds += r.runtime.draw_seconds;
     out.runtime.observe_seconds += r.runtime.observe_seconds;
     out.runtime.stats_seconds += r.runtime.stats_seconds;
-    if (!out.nonfinite && r.nonfinite) out.nonfinite = r.nonfinite;
     out.sweep.push_back(point_of(runs[i].first, i == 0 ? std::string() : tc.sweep[i - 1].probe_text, r));
   }
+  // A non-finite value stops the bias gate's own run: report the one behind the bias result
+  // shown (its frontier is void), not another setting's.
+  out.nonfinite = runs[b].second.nonfinite;
   out.decided_by = {{"algebra", runs[a].first}, {"bias", runs[b].first}, {"variance", runs[v].first},
                     {"overall", runs[o].first}};
   // The expectation holds for the case's worst verdicts, gate by gate.

@@ -132,13 +132,13 @@ BiasResult BiasAccumulator::decide(const stats::BiasThresholds& thresholds,
   // below the output's bulk (an expert the router almost never picks: mean |oracle| 6.4e-6)
   // holds values at the bulk's rounding level, which its own ULP cannot measure: its ULP
   // effect ran to 1.1e6 and the indifference zone vanished where almost nothing is
-  // computed (issue 30). Below ULP(scale of the output) a value is lost in a sum with the
-  // output's typical values, so that is where the floor sits: it leaves every bucket within
-  // a factor 2^p of the bulk (p: W's precision, 2^8 for bf16) as before. An output that is
-  // 0 everywhere takes the ULP at its peak (the variance gate's ε), and a peak of 0 the
-  // smallest subnormal, as ulp_spacing(0) is.
-  const double floor_at = output_scale > 0.0 ? stats::ulp_spacing(std::min(output_scale, max_w), working)
-                                             : peak_sum_ / static_cast<double>(n);
+  // computed (issue 30). A bucket's scale is floored at ULP(S), S the output's mean |oracle|:
+  // a value below one ULP of the output's typical magnitude vanishes in a sum with it, so no
+  // bucket is judged as if it held smaller values than that. Its ULP is then at least
+  // ULP(ULP(S)), about 2^-(p-1)·ULP(S) (p: W's precision): the floor grants a small bucket a
+  // relative tolerance of c·u_g/scale_g, and leaves every bucket within a factor 2^(p-1) of S
+  // as before. An output that is 0 everywhere keeps ulp_spacing(0), the smallest subnormal.
+  const double floor_at = output_scale > 0.0 ? stats::ulp_spacing(std::min(output_scale, max_w), working) : 0.0;
   for (std::size_t g = 0; g < buckets(); ++g) {
     ulp[g] = stats::ulp_spacing(std::min(std::max(scale[g], floor_at), max_w), working);
   }
@@ -212,7 +212,7 @@ void BiasGate::observe(const ReplicateBatch& batch) {
     if (r++ >= settings_.replicates) break;
     if (!moments_) moments_.emplace(o.delta.size());
     const BiasAccumulator::SideErrors errors{o.ref_error, o.ref_error_magnitude, o.prod_error, o.prod_error_magnitude};
-    moments_->add(o.delta, o.magnitude, o.abs_oracle, o.peak, &errors);
+    moments_->add(o.delta, o.magnitude, o.abs_oracle, o.peak, settings_.attribution ? &errors : nullptr);
   }
 }
 

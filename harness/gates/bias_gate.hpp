@@ -61,6 +61,7 @@ struct BiasSettings {
   stats::BiasThresholds thresholds;
   std::vector<stats::BiasStatistic> deciding{stats::BiasStatistic::signed_difference, stats::BiasStatistic::magnitude};
   std::string axis;                 // the bucket axis, for reasons and results
+  bool attribution = true;          // judge which side the oracle agrees with (TestCase's bias_attribution)
 };
 
 class BiasGate final : public Gate {

@@ -16,8 +16,9 @@ struct SweepOutput {
   double* delta;       // [G] sums of prod - ref
   double* magnitude;   // [G] sums of sign(ref)·(prod - ref)
   double* abs_oracle;  // [G] sums of |oracle|
-  // [G] sums of each side's error against its oracle, signed and as sign(ref)·error: the bias
-  // gate's attribution (which side the oracle agrees with, method.md §3).
+  // [G] sums of each side's error against the primary oracle (not the side oracles, so that
+  // err_prod - err_ref sums prod - ref), signed and as sign(ref)·error: the bias gate's
+  // attribution (which side the oracle agrees with, method.md §3).
   double* err_ref;
   double* err_ref_magnitude;
   double* err_prod;

@@ -56,12 +56,15 @@ void accumulate_row(const W* __restrict r, const W* __restrict p, const double* 
     sum_m[g] += rv > 0.0 ? d : (rv < 0.0 ? -d : 0.0);
     const double aq = __builtin_fabs(qv);
     sum_a[g] += aq;
-    const double sr = rv - qrv, sp = pv - qpv;  // each side's signed error (bias attribution)
-    sum_er[g] += sr;
-    sum_emr[g] += rv > 0.0 ? sr : (rv < 0.0 ? -sr : 0.0);
-    sum_ep[g] += sp;
-    sum_emp[g] += rv > 0.0 ? sp : (rv < 0.0 ? -sp : 0.0);
-    const double ep = __builtin_fabs(sp), er = __builtin_fabs(sr);
+    // Bias attribution: each side's signed error against the primary oracle, so that
+    // e_p - e_r is prod - ref exactly (the side oracles of a selecting family's near ties
+    // pull each side's error towards 0 by construction; they serve the maxima only).
+    const double ar = rv - qv, ap = pv - qv;
+    sum_er[g] += ar;
+    sum_emr[g] += rv > 0.0 ? ar : (rv < 0.0 ? -ar : 0.0);
+    sum_ep[g] += ap;
+    sum_emp[g] += rv > 0.0 ? ap : (rv < 0.0 ? -ap : 0.0);
+    const double ep = __builtin_fabs(pv - qpv), er = __builtin_fabs(rv - qrv);
     mp[g] = mp[g] < ep ? ep : mp[g];
     mr[g] = mr[g] < er ? er : mr[g];
     mk[g] = mk[g] < aq ? aq : mk[g];
@@ -98,12 +101,12 @@ void accumulate_rows4(const W* __restrict r, const W* __restrict p, const double
       a_m += rv > 0.0 ? d : (rv < 0.0 ? -d : 0.0);
       const double aq = __builtin_fabs(qv);
       a_a += aq;
-      const double sr = rv - qrv, sp = pv - qpv;
-      a_er += sr;
-      a_emr += rv > 0.0 ? sr : (rv < 0.0 ? -sr : 0.0);
-      a_ep += sp;
-      a_emp += rv > 0.0 ? sp : (rv < 0.0 ? -sp : 0.0);
-      const double ep = __builtin_fabs(sp), er = __builtin_fabs(sr);
+      const double ar = rv - qv, ap = pv - qv;
+      a_er += ar;
+      a_emr += rv > 0.0 ? ar : (rv < 0.0 ? -ar : 0.0);
+      a_ep += ap;
+      a_emp += rv > 0.0 ? ap : (rv < 0.0 ? -ap : 0.0);
+      const double ep = __builtin_fabs(pv - qpv), er = __builtin_fabs(rv - qrv);
       a_mp = a_mp < ep ? ep : a_mp;
       a_mr = a_mr < er ? er : a_mr;
       a_mk = a_mk < aq ? aq : a_mk;
@@ -214,12 +217,12 @@ void accumulate_rows4_vec(const W* __restrict r, const W* __restrict p, const do
       a_m += rv > 0.0 ? d : (rv < 0.0 ? -d : zero);
       const VecD aq = vabs(qv);
       a_a += aq;
-      const VecD sr = rv - qrv, sp = pv - qpv;
-      a_er += sr;
-      a_emr += rv > 0.0 ? sr : (rv < 0.0 ? -sr : zero);
-      a_ep += sp;
-      a_emp += rv > 0.0 ? sp : (rv < 0.0 ? -sp : zero);
-      const VecD ep = vabs(sp), er = vabs(sr);
+      const VecD ar = rv - qv, ap = pv - qv;
+      a_er += ar;
+      a_emr += rv > 0.0 ? ar : (rv < 0.0 ? -ar : zero);
+      a_ep += ap;
+      a_emp += rv > 0.0 ? ap : (rv < 0.0 ? -ap : zero);
+      const VecD ep = vabs(pv - qpv), er = vabs(rv - qrv);
       a_mp = vmax_keep(a_mp, ep);
       a_mr = vmax_keep(a_mr, er);
       a_mk = vmax_keep(a_mk, aq);
@@ -337,10 +340,10 @@ void sweep_typed(const W* ref, const W* prod, const double* oracle, const double
         sd += d;
         sm += sign_of(rv) * d;
         sa += __builtin_fabs(qv);
-        ser += rv - qrv;
-        semr += sign_of(rv) * (rv - qrv);
-        sep += pv - qpv;
-        semp += sign_of(rv) * (pv - qpv);
+        ser += rv - qv;
+        semr += sign_of(rv) * (rv - qv);
+        sep += pv - qv;
+        semp += sign_of(rv) * (pv - qv);
         e_prod = max_of(e_prod, __builtin_fabs(pv - qpv));
         e_ref = max_of(e_ref, __builtin_fabs(rv - qrv));
         peak = max_of(peak, __builtin_fabs(qv));
@@ -367,10 +370,10 @@ void sweep_typed(const W* ref, const W* prod, const double* oracle, const double
       out.delta[g] += d;
       out.magnitude[g] += sign_of(rv) * d;
       out.abs_oracle[g] += __builtin_fabs(qv);
-      out.err_ref[g] += rv - qrv;
-      out.err_ref_magnitude[g] += sign_of(rv) * (rv - qrv);
-      out.err_prod[g] += pv - qpv;
-      out.err_prod_magnitude[g] += sign_of(rv) * (pv - qpv);
+      out.err_ref[g] += rv - qv;
+      out.err_ref_magnitude[g] += sign_of(rv) * (rv - qv);
+      out.err_prod[g] += pv - qv;
+      out.err_prod_magnitude[g] += sign_of(rv) * (pv - qv);
       e_prod = max_of(e_prod, __builtin_fabs(pv - qpv));
       e_ref = max_of(e_ref, __builtin_fabs(rv - qrv));
       peak = max_of(peak, __builtin_fabs(qv));

@@ -314,7 +314,8 @@ void read_gates(const Reader& r, const YAML::Node& node, GateSettings& g) {
     if (a["tolerance"]) g.algebra_tolerance = r.positive_number(a["tolerance"], "gates.algebra.tolerance");
   }
   if (const auto b = node["bias"]) {
-    r.check_keys(b, "gates.bias", {"z_star", "s_min", "c", "c_magnitude", "statistics"});
+    r.check_keys(b, "gates.bias", {"z_star", "s_min", "c", "c_magnitude", "statistics", "attribution"});
+    if (b["attribution"]) g.bias_attribution = r.boolean(b["attribution"], "gates.bias.attribution");
     if (b["z_star"]) g.bias.z_star = r.positive_number(b["z_star"], "gates.bias.z_star");
     if (b["s_min"]) g.bias.s_min = r.positive_number(b["s_min"], "gates.bias.s_min");
     if (b["c"]) g.bias.c = r.positive_number(b["c"], "gates.bias.c");
@@ -567,16 +568,11 @@ TestCase read_document(const Reader& r, YAML::Node doc, const FamilySchemas& fam
       if (!names.insert(name).second) r.fail(item["name"], field + ".name", "'" + name + "' is used twice (or is 'contract', the case's own probe)");
       if (!item["probe"]) r.fail(item, field + ".probe", "required: the probe fields this setting changes");
       r.require_map(item["probe"], field + ".probe");
-      YAML::Node variant = YAML::Clone(doc);
-      variant.remove("sweep");
-      YAML::Node over;
-      over["probe"] = item["probe"];
-      merge_into(variant, over);
+      if (item["probe"].size() == 0) r.fail(item["probe"], field + ".probe", "expected at least one probe field to change");
+      // The whole case under this setting is built and validated by expand_sweep, from a
+      // fresh parse of the text (YAML::Clone drops the nodes' positions).
       contract::SweepSetting setting;
       setting.name = name;
-      setting.testcase = std::make_shared<TestCase>(read_document(r, variant, families, ""));
-      setting.testcase->profile = tc.profile;
-      setting.testcase->profiles = tc.profiles;
       YAML::Emitter shown;
       shown << YAML::Flow << item["probe"];
       setting.probe_text = shown.c_str();
@@ -663,19 +659,48 @@ YAML::Node parse_yaml(const std::string& text, const std::string& source) {
 
 }  // namespace
 
+// Builds each sweep setting's whole case (contract::SweepSetting::testcase): the text parsed
+// afresh, the profile merged into it, then the setting's probe fields (so a setting wins over
+// the profile), and read as a case without a sweep. An error names its position in the file
+// and the setting.
+void expand_sweep(const Reader& reader, const std::string& text, const std::string& source, const FamilySchemas& families,
+                  TestCase& tc) {
+  for (std::size_t i = 0; i < tc.sweep.size(); ++i) {
+    auto& setting = tc.sweep[i];
+    YAML::Node doc = parse_yaml(text, source);
+    const YAML::Node probe = doc["sweep"][i]["probe"];
+    if (!tc.profile.empty()) merge_into(doc, doc["profiles"][tc.profile]);
+    doc.remove("sweep");
+    YAML::Node over;
+    over["probe"] = probe;
+    merge_into(doc, over);
+    try {
+      setting.testcase = std::make_shared<TestCase>(read_document(reader, doc, families, ""));
+    } catch (const LoadError& e) {
+      throw LoadError(std::string(e.what()) + " (in sweep setting '" + setting.name + "')");
+    }
+    setting.testcase->profile = tc.profile;
+  }
+}
+
 TestCase parse_testcase(const std::string& text, const std::string& source, const FamilySchemas& families,
                         const std::string& profile) {
   const Reader reader(source);
   YAML::Node doc = parse_yaml(text, source);
   if (!doc.IsMap()) reader.fail(doc, "(document)", "expected a mapping of test-case fields");
   TestCase tc = read_document(reader, doc, families, profile);
+  expand_sweep(reader, text, source, families, tc);
   // Validate every other profile now: a typo in the CI profile must not wait for CI. And
   // the base contract under a profile: a smoke run whose profile overrides a broken field
   // would otherwise pass CI and stop the nightly at contract shapes.
-  if (!tc.profile.empty()) read_document(reader, parse_yaml(text, source), families, "");
+  if (!tc.profile.empty()) {
+    auto base = read_document(reader, parse_yaml(text, source), families, "");
+    expand_sweep(reader, text, source, families, base);
+  }
   for (const auto& name : tc.profiles) {
     if (name == tc.profile) continue;
-    read_document(reader, parse_yaml(text, source), families, name);
+    auto other = read_document(reader, parse_yaml(text, source), families, name);
+    expand_sweep(reader, text, source, families, other);
   }
   return tc;
 }

@@ -162,4 +162,13 @@ expect_status 0 "$kcert" upload .kcert/spool/stalled.jsonl
 [[ $(sql "SELECT count(*) FROM result WHERE run_id = 'stalled'") == "$spooled" ]] || fail "upload after a stall"
 echo "stalled database: dropped after the deadline, run took $((SECONDS - start)) s, $spooled results uploaded"
 
+# 9. Every family has its own positives (issue 30): a whole smoke run calibrates all twelve
+# families, none refused (a dry run: nothing stored).
+expect_status 0 "$kcert" nightly --profile smoke "$src/testcases" --run-id everything --report everything --quiet
+expect_status 0 "$kcert" calibrate --profile smoke --run everything
+for family in $("$kcert" list --json | "$py" -c 'import json,sys; print(" ".join(f["family"] for f in json.load(sys.stdin)["families"]))'); do
+  grep -Eq "^ *$family .* calibrated" "$work/out.txt" || { cat "$work/out.txt" >&2; fail "family $family not calibrated from the whole smoke run"; }
+done
+! grep -q "refused" "$work/out.txt" || { cat "$work/out.txt" >&2; fail "a family was refused"; }
+
 echo "nightly tests passed"

@@ -1,6 +1,7 @@
 #include "tests/catch_torch.hpp"
 
 #include <array>
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -373,5 +374,54 @@ TEST_CASE("a batch shared out among threads gives the observations of one thread
     CHECK(got.nonfinite->where.replicate == 40 + 17);
     CHECK(got.nonfinite->where.element == 4 * 600 + 123);
     CHECK(got.nonfinite->where.replicate == alone.nonfinite->where.replicate);
+  }
+}
+
+TEST_CASE("the attribution sums take both sides against the primary oracle, the maxima against the side oracles",
+          "[numerics]") {
+  // Three oracles that all differ (a selecting family's near-tie rows): each side's error sum
+  // must use the primary oracle q, so that err_prod - err_ref sums prod - ref, while the
+  // maxima e_ref, e_prod use the side oracles qr, qp. Every path and copy must agree.
+  using kcert::numerics::detail::BucketPattern;
+  using kcert::numerics::detail::ElementType;
+  const std::int64_t G = 3, rows = 5, n = G * rows;
+  std::vector<double> r(n), p(n), q(n), qr(n), qp(n);
+  std::vector<std::int64_t> ids(n);
+  for (std::int64_t i = 0; i < n; ++i) {
+    r[i] = 0.25 * static_cast<double>((i * 7) % 11) - 1.0;
+    p[i] = r[i] + 0.125 * static_cast<double>((i % 3) - 1);
+    q[i] = r[i] + 0.0625;
+    qr[i] = r[i] - 0.03125;
+    qp[i] = p[i] + 0.5;
+    ids[i] = i % G;
+  }
+  std::vector<double> er(G, 0.0), emr(G, 0.0), ep(G, 0.0), emp(G, 0.0);
+  double max_r = 0.0, max_p = 0.0;
+  for (std::int64_t i = 0; i < n; ++i) {
+    const double s = r[i] > 0 ? 1.0 : r[i] < 0 ? -1.0 : 0.0;
+    er[ids[i]] += r[i] - q[i];
+    emr[ids[i]] += s * (r[i] - q[i]);
+    ep[ids[i]] += p[i] - q[i];
+    emp[ids[i]] += s * (p[i] - q[i]);
+    max_r = std::max(max_r, std::fabs(r[i] - qr[i]));
+    max_p = std::max(max_p, std::fabs(p[i] - qp[i]));
+  }
+  for (const auto& isa : sweep_isas()) {
+    for (const auto pattern : {BucketPattern::periodic, BucketPattern::general}) {
+      INFO(isa << (pattern == BucketPattern::periodic ? " periodic" : " general"));
+      SweepBits b;
+      auto out = b.output(G);
+      kcert::numerics::detail::sweep_with(isa.c_str(), r.data(), p.data(), ElementType::f64, q.data(), qr.data(), qp.data(),
+                                          n, ids.data(), G, pattern, 1.6e-2, 1e-5, out);
+      for (std::int64_t g = 0; g < G; ++g) {
+        CHECK(b.err_ref[g] == Approx(er[g]).margin(1e-12));
+        CHECK(b.err_ref_m[g] == Approx(emr[g]).margin(1e-12));
+        CHECK(b.err_prod[g] == Approx(ep[g]).margin(1e-12));
+        CHECK(b.err_prod_m[g] == Approx(emp[g]).margin(1e-12));
+        CHECK(b.err_prod[g] - b.err_ref[g] == Approx(b.delta[g]).margin(1e-12));
+      }
+      CHECK(out.e_ref == max_r);
+      CHECK(out.e_prod == max_p);
+    }
   }
 }

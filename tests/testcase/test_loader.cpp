@@ -270,5 +270,6 @@ TEST_CASE("a malformed sweep names its file, line and field", "[loader][sweep]")
   CHECK_THROWS_WITH(parse(with("sweep:\n  - {name: a, gates: {replicates: 2}}")), Catch::Contains("sweep[0].gates: unknown key"));
   // A setting's probe is validated as the whole case: an impossible shape names its line.
   CHECK_THROWS_WITH(parse(with("sweep:\n  - {name: a, probe: {shape: {tokens: -3}}}")),
-                    Catch::Contains("case.yaml:15:39: probe.shape.tokens"));
+                    Catch::Contains("case.yaml:15:39: probe.shape.tokens") && Catch::Contains("(in sweep setting 'a')"));
+  CHECK_THROWS_WITH(parse(with("sweep:\n  - {name: a, probe: {}}")), Catch::Contains("sweep[0].probe: expected at least one"));
 }

@@ -238,6 +238,12 @@ void register_linear_family(Registry& registry) {
   };
   f.validate_probe = [](const ProbeContract& probe) -> std::optional<FieldError> {
     const auto group = probe.params.integer("weights.group"), k = probe.params.integer("shape.in_features");
+    // A group under 16 is not a real layout, and the scaled-partials variant runs one GEMM per
+    // group: group 1 at K = 4096 is 4096 kernel calls per batch.
+    if (group > 0 && group < 16) {
+      return FieldError{"probe.weights.group", "expected 0 (per-channel scales) or a group of at least 16, got " +
+                                                   std::to_string(group)};
+    }
     if (group > 0 && k % group != 0) {
       return FieldError{"probe.weights.group", "expected a divisor of probe.shape.in_features (" + std::to_string(k) +
                                                    "), got " + std::to_string(group)};

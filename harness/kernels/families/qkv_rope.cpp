@@ -93,8 +93,8 @@ std::vector<Variant> qkv_rope_variants() {
   v.push_back(variant(
       "fused_qkv_complex_interleaved",
       "one fused qkv GEMM (fp32, one rounding) split into q, k, v, then Meta Llama's apply_rotary_emb: each "
-      "head's pairs (i, i + D/2) viewed as complex numbers (interleaved, as Meta's checkpoint layout), times "
-      "the complex64 table polar(1, pos·inv_freq), view_as_real, one rounding (complex128 under fp64)",
+      "head's pairs (i, i + D/2) viewed as complex numbers (Meta's arithmetic on HF's permuted q/k weight layout, "
+      "so the same real function as rotate_half), times the complex64 table polar(1, pos·inv_freq), view_as_real, one rounding (complex128 under fp64)",
       [](const KernelInputs& in, const Precision& p, const ParamMap& prm) {
         const auto& x = in.at("x");
         const auto sh = qkv_shape(in);
