@@ -397,13 +397,12 @@ int attribution_study(const AttributionOptions& o) {
             std::cout << fmt::format("CHECK FAILED: {}: attributed although the direct test FAILs\n", law.truth);
             ok = false;
           }
-          // (4) a production further from exact than the reference, or biased beyond the floor
-          // where its own test has power (|μ_p| at least cut + 3 standard errors), is attributed
-          // in at most 1 % of runs.
+          // (4) a production biased beyond the floor where its own test has power (|μ_p| at
+          // least cut + 3 standard errors) is attributed in at most 1 % of runs. Where it has
+          // none, an attribution on "not significant" is the direct test's miss (docs).
           const double prod_se = law.prod_noise * sigma / std::sqrt(Rd);
-          const bool further = std::fabs(law.mu_p) > std::fabs(law.mu_r);
           const bool visible = std::fabs(law.mu_p) > t.c && std::fabs(law.mu_p) / prod_se >= cut + 3.0;
-          if ((further || visible) && law.mu_p != 0.0 && attributed / n > 0.01) {
+          if (visible && attributed / n > 0.01) {
             std::cout << fmt::format("CHECK FAILED: {}: attributed in {:.3f} of runs\n", law.truth, attributed / n);
             ok = false;
           }

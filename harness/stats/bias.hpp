@@ -90,10 +90,11 @@ struct Attribution {
   // The production is closer to exact than the reference, by a significant margin: the
   // reference's own bias is significant and points away from the production, the
   // production's own bias is not significant beyond the ULP floor (|z| > cut and ULP effect
-  // > c: s_min is not applied to it, see bias.cpp), and |mean e_r| > |mean e_p| by an
-  // intersection-union test (e_r + e_p and e_r - e_p both significant in the direction of
-  // the reference's bias, each at the cut: the pair holds iff |μ_r| > |μ_p|, and the test's
-  // level is the larger of the two tests' levels, no union correction needed).
+  // > c: s_min is not applied to it, see bias.cpp), and either the production's own bias is
+  // not significant at all or |mean e_r| > |mean e_p| by an intersection-union test (e_r +
+  // e_p and e_r - e_p both significant in the direction of the reference's bias, each at the
+  // cut: the pair holds iff |μ_r| > |μ_p|, and the test's level is the larger of the two
+  // tests' levels, no union correction needed).
   bool production_closer = false;
 };
 
