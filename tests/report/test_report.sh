@@ -48,7 +48,7 @@ fi
 
 # The command rebuilds the same pages from the folder.
 "$kcert" report night --no-db --out again >report.txt
-grep -q "again/index.html (12 pages" report.txt || { cat report.txt >&2; fail "kcert report"; }
+grep -q "again/index.html (14 pages" report.txt || { cat report.txt >&2; fail "kcert report"; }
 # Same page but for why there is no history (spool vs --no-db), same plots.
 diff <(grep -v "History needs" "$page") <(grep -v "History needs" again/n1_gemma_rmsnorm_offset_bf16.html) >/dev/null ||
   fail "kcert report's page differs from the nightly's"
