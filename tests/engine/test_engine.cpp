@@ -263,3 +263,46 @@ TEST_CASE("the cuda device is refused clearly on a CPU-only LibTorch", "[engine]
                     Catch::Contains("no usable CUDA device"));
 }
 
+
+TEST_CASE("a swept case shows each gate's worst setting and names it", "[engine][sweep]") {
+  // A production identical to the reference except on rows whose mean is negative, where it
+  // scales the output by 1 + 2^-5: the contract's probe (shift +0.5) never reaches that
+  // region, the setting `negatives` (shift -3) always does.
+  auto registry = builtin_registry();
+  kcert::kernels::Variant regional{{"gain_when_negative", "test/1", "gemma, times 1 + 2^-5 on rows of negative mean",
+                                    {{"eps", kcert::kernels::ParamType::number, kcert::kernels::ParamValue{1e-6}}}},
+                                   [](const kcert::kernels::KernelInputs& in, const kcert::numerics::Precision& p,
+                                      const kcert::kernels::ParamMap&) {
+                                     const auto u = p.up(in.at("x"));
+                                     auto y = p.round_w(u * torch::rsqrt(u.pow(2).mean(-1, true) + 1e-6)) * (1.0 + p.up(in.at("w")));
+                                     const auto negative = u.mean(-1, true) < 0;
+                                     y = torch::where(negative, y * (1.0 + std::ldexp(1.0, -5)), y);
+                                     return p.round_w(y);
+                                   }};
+  registry.add_variant("rmsnorm", regional);
+  kcert::testcase::FamilySchemas schemas;
+  schemas.emplace("rmsnorm", registry.family("rmsnorm").schema());
+  const std::string yaml =
+      "schema: 1\nid: swept\nkind: negative\nfamily: rmsnorm\nmechanism: m\nreferences: []\n"
+      "reference: {variant: gemma}\nproduction: {variant: gain_when_negative}\n"
+      "probe: {dtype: bf16, seed: 5, shift: 0.5, shape: {tokens: 16, hidden: 32}, weights: {kind: zero_centred, spread: 0.5}}\n"
+      "gates: {replicates: 32, max_replicates: 32, algebra: {replicates: 2}}\n"
+      "sweep:\n  - {name: negatives, probe: {shift: -3.0}}\n"
+      "expected: {bias: FAIL}\n";
+  const auto tc = kcert::testcase::parse_testcase(yaml, "swept.yaml", schemas);
+  REQUIRE(tc.sweep.size() == 1);
+  const auto r = kcert::engine::run_case(tc, registry, {});
+  REQUIRE(r.sweep.size() == 2);
+  CHECK(r.sweep[0].name == "contract");
+  CHECK(r.sweep[0].bias == Verdict::pass);  // bit-identical on rows of positive mean
+  CHECK(r.sweep[1].name == "negatives");
+  CHECK(r.sweep[1].bias == Verdict::fail);
+  CHECK(r.sweep[1].probe_text == "{shift: -3.0}");
+  CHECK(r.bias.verdict == Verdict::fail);  // the worst setting's result
+  CHECK(r.decided_by.at("bias") == "negatives");
+  CHECK(r.decided_by.at("overall") == "negatives");
+  CHECK(r.verdict == Verdict::fail);
+  CHECK(r.unexpected.empty());  // the expectation holds for the worst verdicts
+  CHECK(r.replicates == r.sweep[0].replicates + r.sweep[1].replicates);
+  CHECK(r.testcase.probe.shift == 0.5);  // the contract's probe, as loaded
+}
