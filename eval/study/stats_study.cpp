@@ -387,8 +387,7 @@ int attribution_study(const AttributionOptions& o) {
           // invariant of the rule: the misattribution rate is at most 1 - P(direct FAIL)); (3)
           // the null never FAILs (z* = 5).
           const double sum_se = sigma * std::sqrt(2.0 * (1.0 + rho)) / std::sqrt(Rd);
-          const auto [lo, hi] = wilson(attributed, std::max(1.0, d_fail));
-          (void)lo;
+          const double hi = wilson(attributed, std::max(1.0, d_fail)).second;
           if (law.mu_p == 0.0 && std::fabs(law.mu_r) / sum_se >= cut + 3.0 && d_fail > 0 && hi < 0.95) {
             std::cout << fmt::format("CHECK FAILED: {} attributed in only {:.3f} of its FAILs\n", law.truth, attributed / d_fail);
             ok = false;

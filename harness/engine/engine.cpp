@@ -252,10 +252,24 @@ class MathModesScope {
   const numerics::MathModes in_effect;
 };
 
-}  // namespace
 
-namespace {
-std::vector<std::string> check_verdicts(const contract::Expectation& expected, Verdict algebra, Verdict bias, Verdict variance);
+// The expectation's gates against three verdicts: what failed to match, in words.
+std::vector<std::string> check_verdicts(const contract::Expectation& expected, Verdict algebra, Verdict bias, Verdict variance) {
+  std::vector<std::string> out;
+  const auto& e = expected.gates;
+  auto check = [&](const char* gate, Verdict got) {
+    const auto it = e.find(gate);
+    if (it == e.end()) return;
+    if (std::find(it->second.begin(), it->second.end(), got) != it->second.end()) return;
+    std::string want;
+    for (auto v : it->second) want += (want.empty() ? "" : "|") + std::string(stats::to_string(v));
+    out.push_back(std::string(gate) + ": expected " + want + ", got " + std::string(stats::to_string(got)));
+  };
+  check("algebra", algebra);
+  check("bias", bias);
+  check("variance", variance);
+  return out;
+}
 
 // One probe setting: the three gates on one contract.
 CaseResult run_setting(const contract::TestCase& tc_in, const kernels::Registry& registry, const RunOptions& options) {
@@ -506,25 +520,6 @@ CaseResult run_case(const contract::TestCase& tc, const kernels::Registry& regis
   out.unexpected = check_verdicts(out.testcase.expected, out.algebra.verdict, out.bias.verdict, out.variance.verdict);
   return out;
 }
-
-namespace {
-std::vector<std::string> check_verdicts(const contract::Expectation& expected, Verdict algebra, Verdict bias, Verdict variance) {
-  std::vector<std::string> out;
-  const auto& e = expected.gates;
-  auto check = [&](const char* gate, Verdict got) {
-    const auto it = e.find(gate);
-    if (it == e.end()) return;
-    if (std::find(it->second.begin(), it->second.end(), got) != it->second.end()) return;
-    std::string want;
-    for (auto v : it->second) want += (want.empty() ? "" : "|") + std::string(stats::to_string(v));
-    out.push_back(std::string(gate) + ": expected " + want + ", got " + std::string(stats::to_string(got)));
-  };
-  check("algebra", algebra);
-  check("bias", bias);
-  check("variance", variance);
-  return out;
-}
-}  // namespace
 
 std::vector<std::string> check_expectation(const CaseResult& r) {
   return check_verdicts(r.testcase.expected, r.algebra.verdict, r.bias.verdict, r.variance.verdict);

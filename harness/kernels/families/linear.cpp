@@ -35,6 +35,16 @@ std::vector<torch::Tensor> k_chunks(const torch::Tensor& t, int64_t splits) {
   return t.chunk(splits, -1);
 }
 
+// Split-K GEMM whose fp32 partials are summed in fp32 in chunk order, unrounded: x [.., K] and
+// W [N, K] cut into `splits` chunks along K.
+torch::Tensor splitk_fp32_sum(const torch::Tensor& x, const torch::Tensor& w, int64_t splits, const Precision& p) {
+  const auto xs = k_chunks(x, splits);
+  const auto ws = k_chunks(w, splits);
+  auto y = gemm(xs[0], ws[0], p);
+  for (std::size_t c = 1; c < xs.size(); ++c) y = y + gemm(xs[c], ws[c], p);
+  return y;
+}
+
 // The scales expanded along K: s_full[j, k] = s[j, k / group_size].
 torch::Tensor expand_scales(const torch::Tensor& s, int64_t k) { return s.repeat_interleave(k / s.size(-1), -1); }
 
@@ -93,11 +103,7 @@ std::vector<Variant> linear_variants() {
                       kSplitParam));
   v.push_back(variant("splitk_fp32_partials", "split-K GEMM with fp32 partials summed in fp32, one rounding (#33)",
                       [](const KernelInputs& in, const Precision& p, const ParamMap& prm) {
-                        const auto xs = k_chunks(in.at("x"), prm.integer("splits"));
-                        const auto ws = k_chunks(in.at("W"), prm.integer("splits"));
-                        auto y = gemm(xs[0], ws[0], p);
-                        for (std::size_t c = 1; c < xs.size(); ++c) y = y + gemm(xs[c], ws[c], p);
-                        return p.round_w(y);
+                        return p.round_w(splitk_fp32_sum(in.at("x"), in.at("W"), prm.integer("splits"), p));
                       },
                       kSplitParam));
   v.push_back(variant("quant_dequant_w",
@@ -111,11 +117,7 @@ std::vector<Variant> linear_variants() {
                       "as quant_dequant_w with K split into chunks whose fp32 partial GEMMs are summed in fp32, "
                       "one rounding (Marlin's stripe partition with an fp32 global reduce: vLLM's use_fp32_reduce)",
                       [](const KernelInputs& in, const Precision& p, const ParamMap& prm) {
-                        const auto xs = k_chunks(in.at("x"), prm.integer("splits"));
-                        const auto ws = k_chunks(p.round_w(dequantized(in, p)), prm.integer("splits"));
-                        auto y = gemm(xs[0], ws[0], p);
-                        for (std::size_t c = 1; c < xs.size(); ++c) y = y + gemm(xs[c], ws[c], p);
-                        return p.round_w(y);
+                        return p.round_w(splitk_fp32_sum(in.at("x"), p.round_w(dequantized(in, p)), prm.integer("splits"), p));
                       },
                       kSplitParam));
   v.push_back(variant("quant_dequant_fp32",

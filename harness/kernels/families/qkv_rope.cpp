@@ -33,6 +33,13 @@ torch::Tensor qkv_tables(const KernelInputs& in, const Precision& p, int64_t dim
   return cos ? torch::cos(th) : torch::sin(th);
 }
 
+// One fused qkv = x @ W_qkv^T (fp32 GEMM, one rounding to W), split into q, k, v along the
+// last dimension: [B, T, q·D], [B, T, kv·D], [B, T, kv·D].
+std::vector<torch::Tensor> fused_qkv_parts(const KernelInputs& in, const Precision& p, const QkvShape& sh) {
+  const auto qkv = p.round_w(torch::matmul(p.up(in.at("x")), p.up(in.at("W_qkv")).t()));
+  return qkv.split_with_sizes({sh.q * sh.dim, sh.kv * sh.dim, sh.kv * sh.dim}, -1);
+}
+
 std::vector<Variant> qkv_rope_variants() {
   std::vector<Variant> v;
   v.push_back(variant(
@@ -81,8 +88,7 @@ std::vector<Variant> qkv_rope_variants() {
       [](const KernelInputs& in, const Precision& p, const ParamMap& prm) {
         const auto& x = in.at("x");
         const auto sh = qkv_shape(in);
-        const auto qkv = p.round_w(torch::matmul(p.up(x), p.up(in.at("W_qkv")).t()));  // [B, T, (q + 2kv)·D]
-        const auto parts = qkv.split_with_sizes({sh.q * sh.dim, sh.kv * sh.dim, sh.kv * sh.dim}, -1);
+        const auto parts = fused_qkv_parts(in, p, sh);
         const auto heads = [&](const torch::Tensor& t, int64_t n) { return t.reshape({x.size(0), x.size(1), n, sh.dim}); };
         const auto c = qkv_tables(in, p, sh.dim, prm.number("base"), true);
         const auto s = qkv_tables(in, p, sh.dim, prm.number("base"), false);
@@ -98,8 +104,7 @@ std::vector<Variant> qkv_rope_variants() {
       [](const KernelInputs& in, const Precision& p, const ParamMap& prm) {
         const auto& x = in.at("x");
         const auto sh = qkv_shape(in);
-        const auto qkv = p.round_w(torch::matmul(p.up(x), p.up(in.at("W_qkv")).t()));
-        const auto parts = qkv.split_with_sizes({sh.q * sh.dim, sh.kv * sh.dim, sh.kv * sh.dim}, -1);
+        const auto parts = fused_qkv_parts(in, p, sh);
         const auto pos = p.up(in.at("pos"));
         const auto th = angles(pos, inverse_frequencies(p, sh.dim, prm.number("base"), pos));
         const auto freqs_cis = torch::polar(torch::ones_like(th), th).unsqueeze(1);  // [T, 1, D/2]
