@@ -93,8 +93,12 @@ BiasStatisticResult judge(const stats::BucketMoments& m, const BiasAccumulator::
   std::stable_sort(all.begin(), all.end(), [](const BucketReport& a, const BucketReport& b) {
     return std::fabs(a.z) > std::fabs(b.z);
   });
-  for (const auto& b : all) {
-    if (b.verdict != Verdict::pass && out.flagged.size() < 64) out.flagged.push_back(b);
+  // The flagged list is capped; the FAIL buckets go in first so the buckets that decide the
+  // verdict are never the ones cut off by many larger-|z| WARNs (attributed ones, say).
+  for (const auto want : {Verdict::fail, Verdict::warn}) {
+    for (const auto& b : all) {
+      if (b.verdict == want && out.flagged.size() < 64) out.flagged.push_back(b);
+    }
   }
   out.top.assign(all.begin(), all.begin() + static_cast<std::ptrdiff_t>(std::min<std::size_t>(5, all.size())));
   std::vector<std::pair<double, double>> sig;
