@@ -118,15 +118,26 @@ void print_case_details(std::ostream& out, const engine::CaseResult& r) {
                          num(t.u), t.n_exc, num(t.zeta, 3), num(t.free_fit->xi, 3), num(t.clipped_fit->xi, 3),
                          num(t.clipped_fit->sigma, 3), num(t.r_t), num(t.lower), num(t.U), num(t.settings.level),
                          num(t.se, 3));
+      const auto& h = t.heavy;
+      out << fmt::format("    bounded-tail check: free xi {}, LR {} against {} (one-sided, level {}): {}\n", num(h.xi_free, 3),
+                         num(h.lr, 3), num(h.cut, 3), num(t.settings.heavy_tail_level),
+                         !h.rejected ? "holds"
+                         : h.bounded_q ? fmt::format("rejected at q{}, bounded above q{} (xi {}, LR {}): fitted there",
+                                                     num(t.settings.tail_q), num(*h.bounded_q), num(h.bounded_xi, 3), num(h.bounded_lr, 3))
+                                       : fmt::format("REJECTED, heavy tail: U over xi up to {} is {}", num(t.settings.heavy_tail_xi_max),
+                                                     num(h.U_unclipped)));
     }
-    const auto& e = v.evidence;
-    out << fmt::format("    evidence: {} replicates, {} with K-hat > 0, {} exceedances; supports a horizon of {} replicates{}\n",
-                       e.replicates, e.events, e.exceedances, num(e.horizon, 3),
-                       e.reaches_horizon ? "" : fmt::format(" (SHORT of T = {})", num(t.settings.horizon, 3)));
+    const auto evidence_line = [&](const gates::VarianceEvidence& e, const stats::TailAnalysis& of) {
+      out << fmt::format("    evidence ({} sample): {} replicates, {} with K-hat > 0, {} exceedances; supports a horizon of {} replicates{}\n",
+                         e.sample, e.replicates, e.events, e.exceedances, num(e.horizon, 3),
+                         e.reaches_horizon ? "" : fmt::format(" (SHORT of T = {})", num(of.settings.horizon, 3)));
+    };
+    evidence_line(v.evidence, t);
     if (v.confirmation) {
       out << fmt::format("    confirmation: {} fresh replicates read {} (U {}){}\n", v.confirmation->replicates,
                          stats::to_string(v.confirmation->verdict), num(v.confirmation->tail.U),
                          v.confirmation->agrees ? "" : ": DISAGREES, the stricter verdict stands");
+      evidence_line(v.confirmation->evidence, v.confirmation->tail);
     }
     std::string looks;
     for (auto l : v.looks) looks += (looks.empty() ? "" : ", ") + std::to_string(l);

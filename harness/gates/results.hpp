@@ -86,6 +86,9 @@ struct BiasResult {
 
 // What a variance verdict rests on (method.md, "Evidence").
 struct VarianceEvidence {
+  // The replicate set described: "stopped" (the sample the stopping rule grew and stopped
+  // on) or "confirmation" (the fresh fixed-size set drawn after more than one look).
+  std::string sample = "stopped";
   std::uint64_t replicates = 0;   // in the analysed sample
   std::uint64_t events = 0;       // replicates with K̂ > 0 (production beyond one ULP of the oracle)
   std::uint64_t exceedances = 0;  // over the tail threshold u
@@ -104,6 +107,7 @@ struct VarianceConfirmation {
   stats::TailAnalysis tail;
   Verdict verdict = Verdict::pass;
   bool agrees = true;  // false: the two verdicts differ and the stricter one stands
+  VarianceEvidence evidence;  // of the confirmation set (sample "confirmation")
 };
 
 struct VarianceResult {
@@ -113,7 +117,7 @@ struct VarianceResult {
   stats::StopReason stop = stats::StopReason::stable;
   bool unstable = false;
   std::optional<VarianceConfirmation> confirmation;
-  VarianceEvidence evidence;
+  VarianceEvidence evidence;  // of the stopped sample, always (the confirmation's is its own)
   // Selecting families: the paired selection-flip test; its verdict joins the gate's.
   std::optional<stats::SelectionTest> selection;
   std::string reason;

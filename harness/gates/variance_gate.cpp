@@ -42,8 +42,9 @@ std::uint64_t VarianceGate::wants_confirmation() const {
 
 namespace {
 
-VarianceEvidence evidence_of(const stats::TailAnalysis& t) {
+VarianceEvidence evidence_of(const stats::TailAnalysis& t, std::string sample) {
   VarianceEvidence e;
+  e.sample = std::move(sample);
   e.replicates = t.khat.count;
   e.events = t.khat.count - t.khat.zeros;
   e.exceedances = t.n_exc;
@@ -84,7 +85,7 @@ VarianceResult VarianceGate::decide() const {
   }
   r.verdict = r.tail.verdict;
   r.reason = r.tail.reason + (r.unstable ? " (unstable: R_max reached)" : "");
-  r.evidence = evidence_of(r.tail);
+  r.evidence = evidence_of(r.tail, "stopped");
   if (!confirmation_khat_.empty()) {
     VarianceConfirmation c;
     c.replicates = confirmation_khat_.size();
@@ -96,8 +97,7 @@ VarianceResult VarianceGate::decide() const {
     r.reason += "; confirmed on " + std::to_string(c.replicates) + " fresh replicates: " +
                 std::string(stats::to_string(c.verdict)) + (c.agrees ? "" : " (disagrees: the stricter verdict stands)");
     r.verdict = stats::worst(r.verdict, c.verdict);
-    // The confirmation set is the sample the verdict may rest on: state its evidence when it decides.
-    if (c.verdict == r.verdict) r.evidence = evidence_of(c.tail);
+    c.evidence = evidence_of(c.tail, "confirmation");
     r.confirmation = std::move(c);
   }
   if (selection_.decisions > 0) {

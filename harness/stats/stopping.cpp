@@ -58,7 +58,9 @@ SamplingStep next_sampling_step(const TailAnalysis& a, std::uint64_t replicates,
     }
     case TailMode::fitted: {
       // The profile-likelihood interval [lower, U] (one-sided bounds at the stated level).
-      settled = interval_clear_of(a.lower, a.U, warn) && interval_clear_of(a.lower, a.U, fail);
+      // An unresolved heavy tail is a WARN whatever the interval says: only fail_K is open.
+      const bool warn_floor = a.heavy.rejected && !a.heavy.bounded_q;
+      settled = (warn_floor || interval_clear_of(a.lower, a.U, warn)) && interval_clear_of(a.lower, a.U, fail);
       reason = StopReason::stable;
       break;
     }

@@ -3,6 +3,7 @@
 #include "harness/stats/format.hpp"
 
 #include <algorithm>
+#include <boost/math/distributions/chi_squared.hpp>
 #include <cmath>
 #include <limits>
 #include <sstream>
@@ -40,6 +41,12 @@ void validate(const VarianceSettings& s) {
   if (!(s.level > 0.5 && s.level < 1.0)) fail("level must lie in (0.5, 1), got " + format_number(s.level));
   if (!(s.profile_level >= s.level && s.profile_level < 1.0)) {
     fail("profile_level must lie in [level, 1), got " + format_number(s.profile_level));
+  }
+  if (!(s.heavy_tail_level > 0.5 && s.heavy_tail_level < 1.0)) {
+    fail("heavy_tail_level must lie in (0.5, 1), got " + format_number(s.heavy_tail_level));
+  }
+  if (!(s.heavy_tail_xi_max > 0.0 && s.heavy_tail_xi_max <= 2.0)) {
+    fail("heavy_tail_xi_max must lie in (0, 2], got " + format_number(s.heavy_tail_xi_max));
   }
 }
 
@@ -96,6 +103,23 @@ std::optional<double> clipped_return_level(const Peaks& p, double horizon) {
     return std::nullopt;
   }
 }
+
+// χ²₁ quantile of the one-sided LR test at `level` (the ½χ²₀ + ½χ²₁ null of a boundary).
+double one_sided_lr_cut(double level) {
+  const boost::math::chi_squared_distribution<double> chi2(1.0);
+  return boost::math::quantile(chi2, 2.0 * level - 1.0);
+}
+
+// ℓ of the exponential fit (ξ = 0, σ = mean y): the null of the bounded-tail evidence test.
+double exponential_log_likelihood(std::span<const double> y) {
+  double sum = 0.0;
+  for (double v : y) sum += v;
+  const double n = static_cast<double>(y.size());
+  return -n * std::log(sum / n) - n;
+}
+
+// Higher thresholds tried for bounded-tail evidence after a heavy-tail rejection, in order.
+constexpr double kHigherTailQ[] = {0.95, 0.98, 0.99};
 
 double sample_sd(const std::vector<double>& v) {
   if (v.size() < 2) return 0.0;
@@ -165,19 +189,49 @@ TailAnalysis analyze_tail(std::span<const double> k_hat, const VarianceSettings&
 
   a.free_fit = fit_gpd(peaks.exceedances);
   a.clipped_fit = fit_gpd(peaks.exceedances, 0.0);
-  if (a.clipped_fit->at_lower_bound) {
-    // ξ̂ = -1: the likelihood says "uniform up to the largest exceedance", r_T collapses
-    // onto the sample maximum and every bound is as thin as the data: judge the maximum.
-    a.mode = TailMode::thin_tail;
-    a.boundary_fit = true;
-    a.U = s.max;
-    a.verdict = threshold_verdict(a.U, warn, fail);
-    a.reason = "thin tail: the GPD fit lies on the xi = -1 boundary (" + std::to_string(a.n_exc) +
-               " exceedances), judged by max K-hat = " + format_number(s.max);
-    return a;
-  }
   a.mode = TailMode::fitted;
-  const auto bound = profile_return_level(peaks.exceedances, a.u, a.zeta, settings.horizon, settings.profile_level, 0.0);
+  a.tail_q = settings.tail_q;
+  auto& h = a.heavy;
+  h.tested = true;
+  h.xi_free = a.free_fit->xi;
+  h.lr = h.xi_free > 0.0 ? std::max(0.0, 2.0 * (a.free_fit->log_likelihood - a.clipped_fit->log_likelihood)) : 0.0;
+  h.cut = one_sided_lr_cut(settings.heavy_tail_level);
+  h.rejected = h.lr > h.cut;
+  if (h.rejected) {
+    h.U_unclipped = profile_return_level(peaks.exceedances, a.u, a.zeta, settings.horizon, settings.profile_level,
+                                         settings.heavy_tail_xi_max)
+                        .upper;
+    // Bounded-tail evidence above a higher threshold, each look at level α/3 (Bonferroni
+    // over the three thresholds), so a true heavy tail is resolved with probability ≤ α.
+    const double look_level = 1.0 - (1.0 - settings.heavy_tail_level) / std::size(kHigherTailQ);
+    for (const double q : kHigherTailQ) {
+      Peaks higher = peaks_over_threshold(sorted, q);
+      if (higher.exceedances.size() < settings.min_exceedances) break;
+      const GpdFit f = fit_gpd(higher.exceedances);
+      const double lr = f.xi < 0.0 ? std::max(0.0, 2.0 * (f.log_likelihood - exponential_log_likelihood(higher.exceedances))) : 0.0;
+      if (lr > one_sided_lr_cut(look_level)) {
+        h.bounded_q = q;
+        h.bounded_xi = f.xi;
+        h.bounded_lr = lr;
+        h.bounded_cut = one_sided_lr_cut(look_level);
+        peaks = std::move(higher);
+        a.tail_q = q;
+        a.u = peaks.u;
+        a.n_exc = peaks.exceedances.size();
+        a.zeta = peaks.zeta;
+        a.free_fit = f;
+        a.clipped_fit = fit_gpd(peaks.exceedances, 0.0);
+        break;
+      }
+    }
+  }
+  // ξ̂ = -1 ("uniform up to the largest exceedance"): the profile handles the boundary; the
+  // maximum is a floor under U (r_T at a horizon past R cannot lie below the sample maximum
+  // by much, and a bound below it would be read as one).
+  a.boundary_fit = a.clipped_fit->at_lower_bound;
+  const bool heavy_unresolved = h.rejected && !h.bounded_q;
+  const auto bound = profile_return_level(peaks.exceedances, a.u, a.zeta, settings.horizon, settings.profile_level,
+                                          heavy_unresolved ? settings.heavy_tail_xi_max : 0.0);
   a.r_t = bound.estimate;
   a.lower = bound.lower;
 
@@ -208,11 +262,26 @@ TailAnalysis analyze_tail(std::span<const double> k_hat, const VarianceSettings&
   }
   a.bootstrap_used = levels.size();
   a.se = sample_sd(levels);
-  a.U = bound.upper;
+  a.U = a.boundary_fit ? std::max(bound.upper, s.max) : bound.upper;
   a.verdict = threshold_verdict(a.U, warn, fail);
-  a.reason = "GPD tail (" + std::to_string(a.n_exc) + " exceedances): r_T = " + format_number(a.r_t) + ", U = " +
-             format_number(a.U) + " (one-sided " + format_number(settings.level) + " profile-likelihood bound) against warn " +
+  a.reason = "GPD tail (" + std::to_string(a.n_exc) + " exceedances" +
+             (h.bounded_q ? " over the q" + format_number(*h.bounded_q) + " threshold" : std::string()) +
+             "): r_T = " + format_number(a.r_t) + ", U = " + format_number(a.U) + " (one-sided " +
+             format_number(settings.level) + " profile-likelihood bound" +
+             (heavy_unresolved ? ", xi up to " + format_number(settings.heavy_tail_xi_max) : std::string()) +
+             (a.boundary_fit ? ", fit on the xi = -1 boundary, at least max K-hat" : std::string()) + ") against warn " +
              format_number(warn) + " / fail " + format_number(fail);
+  if (heavy_unresolved) {
+    a.verdict = worst(a.verdict, Verdict::warn);
+    a.reason += "; heavy tail: free xi-hat = " + format_number(h.xi_free) + ", LR = " + format_number(h.lr) + " > " +
+                format_number(h.cut) + " (one-sided test of xi <= 0 at " + format_number(settings.heavy_tail_level) +
+                "), the bounded-tail model does not hold and no higher threshold shows a bounded tail";
+  } else if (h.rejected) {
+    a.reason += "; heavy-looking tail at q" + format_number(settings.tail_q) + " (free xi-hat = " + format_number(h.xi_free) +
+                ", LR = " + format_number(h.lr) + " > " + format_number(h.cut) + ") but bounded above q" +
+                format_number(*h.bounded_q) + " (xi-hat = " + format_number(h.bounded_xi) + ", LR = " +
+                format_number(h.bounded_lr) + " > " + format_number(h.bounded_cut) + "): fitted there";
+  }
   return a;
 }
 

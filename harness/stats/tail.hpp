@@ -41,6 +41,13 @@ struct VarianceSettings {
   double profile_level = 0.999;
   // Selecting families: the flip test's normal-equivalent level (stats/selection.hpp).
   double selection_z = 5.0;
+  // The bounded-tail assumption, tested on every fit (method.md §4): the one-sided
+  // likelihood-ratio test of ξ ≤ 0 against ξ > 0 at `heavy_tail_level`. Under ξ = 0 the
+  // statistic is ½χ²₀ + ½χ²₁, so it rejects when LR > χ²₁(2·level - 1) (5.41 at 0.99).
+  double heavy_tail_level = 0.99;
+  // A rejection's bound: the profile over ξ in [-1, heavy_tail_xi_max] instead of [-1, 0].
+  // ξ = 1 is a tail without a mean; a kernel's amplification beyond that is a FAIL anyway.
+  double heavy_tail_xi_max = 1.0;
 };
 
 // Throws std::invalid_argument naming the field when a setting is out of range.
@@ -49,7 +56,7 @@ void validate(const VarianceSettings& s);
 enum class TailMode {
   infinite,           // some K̂ = +∞ (E_ref = 0 < E_prod - ε): FAIL at once
   trivially_aligned,  // every K̂ = 0: production within one ULP of the oracle
-  thin_tail,          // too few exceedances to fit (or a fit on the ξ = -1 boundary): the empirical max is judged
+  thin_tail,          // too few exceedances to fit: the empirical max is judged
   fitted,             // GPD return level
 };
 std::string_view to_string(TailMode m);
@@ -60,6 +67,23 @@ struct KhatSummary {
   std::size_t infinite = 0;
   double zero_fraction = 0.0;
   double q50 = 0.0, q90 = 0.0, q99 = 0.0, max = 0.0;  // over all K̂, zeros included
+};
+
+// The bounded-tail check of a fit. A rejection at the tail threshold u is resolved only by
+// evidence of a bounded tail above a higher threshold (ξ̂ < 0 there, the LR test of ξ = 0
+// against ξ < 0 rejecting): a body the GPD does not describe (a bounded K̂ whose exceedances
+// mix two scales) makes the low threshold look heavy. Then the analysis refits above that
+// threshold; otherwise the verdict is WARN at least and U is the unclipped profile bound.
+struct HeavyTailCheck {
+  bool tested = false;      // a free fit existed (fitted mode)
+  double xi_free = 0.0;     // ξ̂ without the clip, at the base threshold
+  double lr = 0.0;          // 2·(ℓ_free - ℓ_clipped) at the base threshold (0 when ξ̂ ≤ 0)
+  double cut = 0.0;         // χ²₁(2·level - 1)
+  bool rejected = false;    // lr > cut: the tail at u is heavier than the model allows
+  double U_unclipped = 0.0; // the profile bound over ξ in [-1, heavy_tail_xi_max] (rejected only)
+  // Set when a higher threshold shows a bounded tail (the rejection is resolved there).
+  std::optional<double> bounded_q;  // the tail_q of that threshold
+  double bounded_xi = 0.0, bounded_lr = 0.0, bounded_cut = 0.0;
 };
 
 struct TailAnalysis {
@@ -76,7 +100,11 @@ struct TailAnalysis {
   double se = 0.0;             // bootstrap sd of r_T (a diagnostic: change detection between runs)
   std::size_t bootstrap_used = 0;     // resamples that gave a return level
   double U = 0.0;              // the upper bound on r_T (fitted); the empirical max in thin-tail mode
-  bool boundary_fit = false;   // the clipped fit landed on ξ = -1 (judged as a thin tail)
+  // The clipped fit landed on ξ = -1: still fitted, U is the larger of the profile bound
+  // (which handles ξ = -1) and max K̂.
+  bool boundary_fit = false;
+  double tail_q = 0.0;         // the quantile that set u (settings.tail_q, or a higher one: heavy.bounded_q)
+  HeavyTailCheck heavy;
   Verdict verdict = Verdict::pass;
   std::string reason;          // one line, for people
 };

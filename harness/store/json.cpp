@@ -35,6 +35,15 @@ nlohmann::json to_json(const stats::GpdFit& fit) {
           {"n", fit.n}};
 }
 
+nlohmann::json to_json(const gates::VarianceEvidence& e) {
+  return {{"sample", e.sample},
+          {"replicates", e.replicates},
+          {"events", e.events},
+          {"exceedances", e.exceedances},
+          {"horizon", json_number(e.horizon)},
+          {"reaches_horizon", e.reaches_horizon}};
+}
+
 nlohmann::json to_json(const stats::TailAnalysis& a) {
   const auto& s = a.settings;
   nlohmann::json j;
@@ -65,6 +74,18 @@ nlohmann::json to_json(const stats::TailAnalysis& a) {
   // What U is: a one-sided bound on r_T at `level` (fitted), else the rule that set it.
   j["U_kind"] = fitted ? "profile_likelihood_upper_bound" : a.mode == stats::TailMode::thin_tail ? "max_khat" : "rule";
   j["boundary_fit"] = a.boundary_fit;
+  j["tail_q"] = fitted ? json_number(a.tail_q) : nlohmann::json(nullptr);
+  if (a.heavy.tested) {
+    const auto& h = a.heavy;
+    j["heavy_tail"] = {{"xi_free", json_number(h.xi_free)}, {"lr", json_number(h.lr)}, {"cut", json_number(h.cut)},
+                       {"level", s.heavy_tail_level}, {"rejected", h.rejected},
+                       {"U_unclipped", h.rejected ? json_number(h.U_unclipped) : nlohmann::json(nullptr)},
+                       {"bounded_above", h.bounded_q ? nlohmann::json{{"tail_q", *h.bounded_q}, {"xi", json_number(h.bounded_xi)},
+                                                                        {"lr", json_number(h.bounded_lr)}, {"cut", json_number(h.bounded_cut)}}
+                                                     : nlohmann::json(nullptr)}};
+  } else {
+    j["heavy_tail"] = nullptr;
+  }
   j["bootstrap_used"] = a.bootstrap_used;
   j["settings"] = {{"tail_q", s.tail_q},
                    {"horizon", s.horizon},
@@ -75,7 +96,9 @@ nlohmann::json to_json(const stats::TailAnalysis& a) {
                    {"seed", s.seed},
                    {"min_exceedances", s.min_exceedances},
                    {"level", s.level},
-                   {"profile_level", s.profile_level}};
+                   {"profile_level", s.profile_level},
+                   {"heavy_tail_level", s.heavy_tail_level},
+                   {"heavy_tail_xi_max", s.heavy_tail_xi_max}};
   return j;
 }
 
@@ -181,15 +204,12 @@ nlohmann::json to_json(const engine::CaseResult& r) {
   gates["variance"] = {{"verdict", verdict(v.verdict)}, {"U", json_number(v.tail.U)}, {"reason", v.reason},
                        {"looks", v.looks}, {"stop", std::string(stats::to_string(v.stop))},
                        {"unstable", v.unstable}, {"tail", to_json(v.tail)}};
-  gates["variance"]["evidence"] = {{"replicates", v.evidence.replicates},
-                                   {"events", v.evidence.events},
-                                   {"exceedances", v.evidence.exceedances},
-                                   {"horizon", json_number(v.evidence.horizon)},
-                                   {"reaches_horizon", v.evidence.reaches_horizon}};
+  gates["variance"]["evidence"] = to_json(v.evidence);
   if (v.confirmation) {
     const auto& c = *v.confirmation;
     gates["variance"]["confirmation"] = {{"replicates", c.replicates}, {"verdict", verdict(c.verdict)},
-                                         {"agrees", c.agrees}, {"U", json_number(c.tail.U)}, {"tail", to_json(c.tail)}};
+                                         {"agrees", c.agrees}, {"U", json_number(c.tail.U)}, {"tail", to_json(c.tail)},
+                                         {"evidence", to_json(c.evidence)}};
   } else {
     gates["variance"]["confirmation"] = nullptr;
   }

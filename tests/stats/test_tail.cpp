@@ -158,3 +158,73 @@ TEST_CASE("tail analysis rejects negative or NaN or empty samples by index", "[t
   bad.fail_k = 1.0;
   CHECK_THROWS_WITH(analyze_tail(std::vector<double>{1.0}, bad), Catch::Contains("fail_k"));
 }
+
+namespace {
+double gpd_sample(kcert::stats::SplitMix64& rng, double xi, double sigma) {
+  const double v = 1.0 - rng.uniform();
+  return sigma * (xi == 0.0 ? -std::log(v) : std::expm1(-xi * std::log(v)) / xi);
+}
+}  // namespace
+
+TEST_CASE("a heavy tail is flagged by the LR test and bounded without the clip", "[tail][heavy]") {
+  // GPD(+0.3) K-hat, 4000 replicates: 400 exceedances, free xi-hat well above 0.
+  kcert::stats::SplitMix64 rng(7);
+  std::vector<double> k(4000);
+  for (auto& v : k) v = gpd_sample(rng, 0.3, 0.05);
+  const auto a = analyze_tail(k, no_bootstrap());
+  REQUIRE(a.mode == TailMode::fitted);
+  CHECK(a.heavy.tested);
+  CHECK(a.heavy.rejected);
+  CHECK(a.heavy.cut == Approx(5.411894431054).epsilon(1e-9));  // scipy.stats.chi2.ppf(0.98, 1)
+  CHECK(a.heavy.lr > a.heavy.cut);
+  CHECK_FALSE(a.heavy.bounded_q);
+  CHECK(a.U == a.heavy.U_unclipped);
+  CHECK(a.verdict != Verdict::pass);  // WARN at least
+  CHECK_THAT(a.reason, Catch::Contains("heavy tail"));
+}
+
+TEST_CASE("an on-model thin tail passes the bounded-tail check", "[tail][heavy]") {
+  kcert::stats::SplitMix64 rng(11);
+  std::vector<double> k(4000);
+  for (auto& v : k) v = gpd_sample(rng, -0.3, 0.1);
+  const auto a = analyze_tail(k, no_bootstrap());
+  REQUIRE(a.mode == TailMode::fitted);
+  CHECK_FALSE(a.heavy.rejected);
+  CHECK(a.heavy.lr <= a.heavy.cut);
+  CHECK(a.tail_q == 0.9);
+  CHECK(a.verdict == Verdict::pass);
+}
+
+TEST_CASE("a bounded K-hat whose exceedances mix two scales is refitted above a higher threshold", "[tail][heavy]") {
+  // 98.8 % Exp(0.05) and 1.2 % uniform on [0.9, 0.957] (a bounded amplification, the shape
+  // of real_router_softmax_dtype_float's K-hat): over the q0.9 threshold the exceedances mix
+  // the exponential's tail with a far cluster and look heavy; above q0.99 the tail is the
+  // cluster alone, bounded.
+  kcert::stats::SplitMix64 rng(5);
+  std::vector<double> k(8192);
+  for (auto& v : k) v = rng.uniform() < 0.012 ? 0.9 + 0.057 * rng.uniform() : gpd_sample(rng, 0.0, 0.05);
+  const auto a = analyze_tail(k, no_bootstrap());
+  REQUIRE(a.mode == TailMode::fitted);
+  INFO(a.reason);
+  CHECK(a.heavy.rejected);
+  REQUIRE(a.heavy.bounded_q);
+  CHECK(*a.heavy.bounded_q > 0.9);
+  CHECK(a.tail_q == *a.heavy.bounded_q);
+  CHECK(a.heavy.bounded_xi < 0.0);
+  CHECK(a.U >= a.khat.max);
+  CHECK(a.U < 2.0);
+  CHECK(a.verdict == Verdict::pass);
+  CHECK_THAT(a.reason, Catch::Contains("bounded above"));
+}
+
+TEST_CASE("a fit on the xi = -1 boundary keeps the profile bound, never below the maximum", "[tail]") {
+  // Uniform exceedances: xi-hat sits on -1.
+  std::vector<double> k;
+  for (int i = 0; i < 1000; ++i) k.push_back(1.0 + 0.001 * (i % 100));
+  for (int i = 0; i < 120; ++i) k.push_back(1.1 + 0.5 * (i + 0.5) / 120.0);
+  const auto a = analyze_tail(k, no_bootstrap());
+  REQUIRE(a.mode == TailMode::fitted);
+  CHECK(a.boundary_fit);
+  CHECK(a.U >= a.khat.max);
+  CHECK_THAT(a.reason, Catch::Contains("boundary"));
+}
