@@ -49,7 +49,6 @@ ControlOutcome outcome(const engine::CaseResult& r) {
   if (std::isfinite(r.variance.tail.U)) o.variance_u = r.variance.tail.U;
   if (r.variance.tail.mode == stats::TailMode::fitted && std::isfinite(r.variance.tail.se)) o.variance_se = r.variance.tail.se;
   o.short_evidence = r.ran() && !r.nonfinite && r.variance.verdict == Verdict::pass && !r.variance.evidence.reaches_horizon;
-  if (r.variance.confirmation) o.confirmation_agrees = r.variance.confirmation->agrees;
   o.frontier_signed = r.bias.signed_statistic.frontier;
   o.frontier_magnitude = r.bias.magnitude_statistic.frontier;
   o.attributed_signed = r.bias.signed_statistic.attributed_buckets;

@@ -27,12 +27,14 @@
 #include <sstream>
 #include <vector>
 
+#include "harness/gates/variance_gate.hpp"
 #include "harness/stats/bias.hpp"
 #include "harness/stats/gpd.hpp"
 #include "harness/stats/random.hpp"
 #include "harness/stats/return_level_bound.hpp"
 #include "harness/stats/selection.hpp"
 #include "harness/stats/tail.hpp"
+#include "harness/stats/ulp.hpp"
 #include "harness/stats/welford.hpp"
 
 namespace {
@@ -493,6 +495,168 @@ int selection_study(const SelectionOptions& o) {
   return o.check && !ok ? 1 : 0;
 }
 
+
+// ---- the variance gate end to end --------------------------------------------------------
+
+// A law of K̂: 0 with probability `zeros`, else X from the named shape with scale `scale`.
+//   gpd:XI      GPD(ξ, scale)
+//   mix         0.9·Exp(scale) + 0.1·Exp(10·scale) (two error mechanisms, a heavy-looking tail)
+//   bounded     0.988·Exp(scale/20) + 0.012·Uniform[0.94·scale, scale] (a capped amplification
+//               whose exceedances mix two scales, the shape of a router's K̂)
+struct KhatLaw {
+  std::string shape;
+  double xi = 0.0;
+  double zeros = 0.0;
+  double scale = 1.0;
+
+  double draw(SplitMix64& rng) const {
+    if (zeros > 0.0 && rng.uniform() < zeros) return 0.0;
+    if (shape == "gpd") return scale * gpd_draw(rng, xi);
+    if (shape == "mix") return scale * (rng.uniform() < 0.1 ? 10.0 : 1.0) * gpd_draw(rng, 0.0);
+    return rng.uniform() < 0.012 ? scale * (0.94 + 0.06 * rng.uniform()) : scale / 20.0 * gpd_draw(rng, 0.0);
+  }
+  // P(X > x) for scale 1.
+  double survival_unit(double x) const {
+    if (shape == "gpd") return xi == 0.0 ? std::exp(-x) : (1.0 + xi * x <= 0.0 ? 0.0 : std::pow(1.0 + xi * x, -1.0 / xi));
+    if (shape == "mix") return 0.9 * std::exp(-x) + 0.1 * std::exp(-x / 10.0);
+    const double cluster = x < 0.94 ? 1.0 : x >= 1.0 ? 0.0 : (1.0 - x) / 0.06;
+    return 0.988 * std::exp(-20.0 * x) + 0.012 * cluster;
+  }
+  // r_T for scale 1: P(K̂ > r) = 1/T.
+  double return_level_unit(double horizon) const {
+    const double target = 1.0 / (horizon * (1.0 - zeros));
+    double lo = 0.0, hi = 1.0;
+    while (survival_unit(hi) > target) hi *= 2.0;
+    for (int i = 0; i < 200; ++i) {
+      const double mid = 0.5 * (lo + hi);
+      (survival_unit(mid) > target ? lo : hi) = mid;
+    }
+    return hi;
+  }
+};
+
+KhatLaw parse_law(const std::string& spec) {
+  // SHAPE[:XI][@ZEROS], e.g. gpd:-0.3, gpd:0.1@0.8, mix, bounded
+  KhatLaw law;
+  std::string body = spec;
+  if (const auto at = body.find('@'); at != std::string::npos) {
+    law.zeros = std::stod(body.substr(at + 1));
+    body = body.substr(0, at);
+  }
+  if (const auto colon = body.find(':'); colon != std::string::npos) {
+    law.xi = std::stod(body.substr(colon + 1));
+    body = body.substr(0, colon);
+  }
+  if (body != "gpd" && body != "mix" && body != "bounded") throw std::invalid_argument("unknown law shape '" + body + "'");
+  law.shape = body;
+  return law;
+}
+
+struct GateOptions {
+  std::string laws = "gpd:-0.5,gpd:-0.3,gpd:0,gpd:0.1,mix,bounded,gpd:-0.1@0.3,gpd:-0.1@0.8";
+  std::string levels = "1,2.6,5,30";   // true r_T of each cell (the scale is solved for)
+  std::string first = "128,1024";      // R at the first look
+  std::uint64_t r_max = 8192;
+  int samples = 200;
+  std::uint64_t seed = 3;
+  std::optional<double> check;  // the largest P(lenient without a warning) accepted in a cell the check covers
+};
+
+std::string split_list_law(const std::string& s, std::vector<std::string>& out) {
+  std::stringstream in(s);
+  std::string item;
+  while (std::getline(in, item, ',')) out.push_back(item);
+  return s;
+}
+
+int gate_study(const GateOptions& o) {
+  namespace g = kcert::gates;
+  namespace st = kcert::stats;
+  st::VarianceSettings settings;
+  settings.bootstrap = 0;  // the bootstrap se is a diagnostic: no verdict depends on it
+  std::vector<std::string> laws;
+  split_list_law(o.laws, laws);
+  std::cout << fmt::format(
+      "The variance gate end to end (kcert::gates::VarianceGate: looks at their share of α, growth to R_max = {}, bounded-tail "
+      "check) on K̂ laws with a known r_T at T = {:g}, warn {:g} / fail {:g}; {} runs per cell. 'lenient': the verdict is "
+      "below the truth's; 'unwarned' of those: no heavy-tail warning and evidence reaching T; 'stricter': above it. "
+      "'U covers': U >= r_T on the stopped sample, fitted verdicts only.\n\n",
+      o.r_max, settings.horizon, settings.warn_k, settings.fail_k, o.samples);
+  std::cout << "| law | zeros | R₀ | r_T | truth | PASS / WARN / FAIL | lenient [95 % CI] | unwarned lenient | stricter | fitted | U covers | heavy flagged | mean replicates |\n";
+  std::cout << "|---|---|---|---|---|---|---|---|---|---|---|---|---|\n";
+  bool ok = true;
+  const double eps_peak = 1e-30;  // peak of the synthetic output: ε = one ULP of it, negligible
+  const double eps = st::ulp_spacing(eps_peak, st::FloatFormat::bf16);
+  for (const auto& spec : laws) {
+    const KhatLaw unit = parse_law(spec);
+    for (double level : parse_list(o.levels)) {
+      KhatLaw law = unit;
+      law.scale = level / unit.return_level_unit(settings.horizon);
+      const auto truth = st::threshold_verdict(level, settings.warn_k, settings.fail_k);
+      for (double r0d : parse_list(o.first)) {
+        const auto r0 = static_cast<std::uint64_t>(r0d);
+        int counts[3] = {0, 0, 0}, lenient = 0, unwarned = 0, stricter = 0, fitted = 0, covers = 0, heavy = 0;
+        double replicates = 0.0;
+        for (int sample = 0; sample < o.samples; ++sample) {
+          const auto stream = derive_seed(o.seed, static_cast<std::uint64_t>(sample) * 7919ULL + r0 * 104729ULL +
+                                                      std::hash<std::string>{}(spec) + static_cast<std::uint64_t>(level * 1000));
+          SplitMix64 main_rng(derive_seed(stream, 1));
+          auto s = settings;
+          s.seed = derive_seed(stream, 3);
+          g::VarianceGate gate(s, r0, o.r_max, st::FloatFormat::bf16);
+          std::vector<g::ReplicateObservation> batch;
+          auto feed = [&](std::uint64_t first, std::uint64_t n, SplitMix64& rng) {
+            batch.assign(n, g::ReplicateObservation{});
+            for (auto& ob : batch) {
+              const double k = law.draw(rng);
+              ob.e_ref = 1.0;
+              ob.peak = eps_peak;
+              ob.e_prod = k == 0.0 ? 0.0 : k + eps;
+            }
+            g::ReplicateBatch b;
+            b.first = first;
+            b.replicates = batch;
+            gate.observe(b);
+          };
+          std::uint64_t done = 0;
+          feed(0, r0, main_rng);
+          done = r0;
+          while (const auto more = gate.wants_more(done)) {
+            feed(done, more, main_rng);
+            done += more;
+          }
+          const auto r = gate.decide();
+          replicates += static_cast<double>(done);
+          ++counts[static_cast<int>(r.verdict == st::Verdict::pass ? 0 : r.verdict == st::Verdict::warn ? 1 : 2)];
+          const auto rank = [](st::Verdict v) { return v == st::Verdict::pass ? 0 : v == st::Verdict::warn ? 1 : 2; };
+          const bool warned = (r.tail.heavy.rejected && !r.tail.heavy.bounded_q) || r.tail.heavy.model_matters ||
+                              !r.evidence.reaches_horizon;
+          lenient += rank(r.verdict) < rank(truth);
+          unwarned += rank(r.verdict) < rank(truth) && !warned;
+          stricter += rank(r.verdict) > rank(truth);
+          heavy += r.tail.heavy.rejected && !r.tail.heavy.bounded_q;
+          if (r.tail.mode == st::TailMode::fitted) {
+            ++fitted;
+            covers += r.tail.U >= level;
+          }
+        }
+        const double n = o.samples;
+        const auto [lo, hi] = wilson(lenient, n);
+        std::cout << fmt::format(
+            "| {} | {:g} | {} | {:g} | {} | {:.0f} / {:.0f} / {:.0f} % | {:.3f} [{:.3f}, {:.3f}] | {:.3f} | {:.3f} | {:.0f} % | {} | {:.0f} % | {:.0f} |\n",
+            unit.shape == "gpd" ? fmt::format("GPD({:+g})", unit.xi) : unit.shape, unit.zeros, r0, level, st::to_string(truth),
+            100 * counts[0] / n, 100 * counts[1] / n, 100 * counts[2] / n, lenient / n, lo, hi, unwarned / n, stricter / n,
+            100 * fitted / n, fitted > 0 ? fmt::format("{:.3f}", covers / static_cast<double>(fitted)) : std::string("-"),
+            100 * heavy / n, replicates / n);
+        if (o.check && unit.zeros == 0.0 && unwarned / n > *o.check) {
+          ok = false;
+          std::cerr << fmt::format("unwarned lenient rate {:.3f} > {:.3f}: {} r_T {:g} R0 {}\n", unwarned / n, *o.check, spec, level, r0);
+        }
+      }
+    }
+  }
+  return ok ? 0 : 1;
+}
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -543,7 +707,17 @@ int main(int argc, char** argv) {
   attr->add_option("--samples", ao.samples, "runs per cell")->capture_default_str();
   attr->add_option("--seed", ao.seed)->capture_default_str();
   attr->add_flag("--check", ao.check, "exit 1 when a measured rate misses the stated claims");
+  GateOptions go;
+  auto* gate = app.add_subcommand("variance-gate", "the variance gate end to end on K-hat laws with a known r_T: lenient and stricter rates");
+  gate->add_option("--laws", go.laws, "K-hat laws SHAPE[:XI][@ZEROS] (gpd, mix, bounded), comma-separated")->capture_default_str();
+  gate->add_option("--levels", go.levels, "true r_T of each cell, comma-separated")->capture_default_str();
+  gate->add_option("--first", go.first, "R at the first look, comma-separated")->capture_default_str();
+  gate->add_option("--max-replicates", go.r_max, "R_max")->capture_default_str();
+  gate->add_option("--samples", go.samples, "runs per cell")->capture_default_str();
+  gate->add_option("--seed", go.seed)->capture_default_str();
+  gate->add_option("--check", go.check, "exit 1 when an unwarned lenient rate (laws without zeros) is above this");
   CLI11_PARSE(app, argc, argv);
+  if (*gate) return gate_study(go);
   if (*attr) return attribution_study(ao);
   if (*cov) return coverage(co);
   if (*sel) return selection_study(so);

@@ -128,17 +128,11 @@ void print_case_details(std::ostream& out, const engine::CaseResult& r) {
                                                      num(h.U_unclipped)));
     }
     const auto evidence_line = [&](const gates::VarianceEvidence& e, const stats::TailAnalysis& of) {
-      out << fmt::format("    evidence ({} sample): {} replicates, {} with K-hat > 0, {} exceedances; supports a horizon of {} replicates{}\n",
-                         e.sample, e.replicates, e.events, e.exceedances, num(e.horizon, 3),
+      out << fmt::format("    evidence (the stopped sample): {} replicates, {} with K-hat > 0, {} exceedances; supports a horizon of {} replicates{}\n",
+                         e.replicates, e.events, e.exceedances, num(e.horizon, 3),
                          e.reaches_horizon ? "" : fmt::format(" (SHORT of T = {})", num(of.settings.horizon, 3)));
     };
     evidence_line(v.evidence, t);
-    if (v.confirmation) {
-      out << fmt::format("    confirmation: {} fresh replicates read {} (U {}){}\n", v.confirmation->replicates,
-                         stats::to_string(v.confirmation->verdict), num(v.confirmation->tail.U),
-                         v.confirmation->agrees ? "" : ": DISAGREES, the stricter verdict stands");
-      evidence_line(v.confirmation->evidence, v.confirmation->tail);
-    }
     std::string looks;
     for (auto l : v.looks) looks += (looks.empty() ? "" : ", ") + std::to_string(l);
     out << fmt::format("    stop: {} after looks at R = {}{}\n", stats::to_string(v.stop), looks,
@@ -215,8 +209,11 @@ void print_falsifiability(std::ostream& out, const eval::Falsifiability& f) {
   row("  dynamo fp64 RMSE 3x rule", f.dynamo_fp64, false);
   out << fmt::format("  variance PASS short of the horizon (thin tail or no events, ~R/3 supported): {}/{} negatives, {}/{} positives\n",
                      f.short_evidence_negatives, f.negatives, f.short_evidence_positives, f.positives);
-  out << fmt::format("  variance verdicts confirmed on a fresh replicate set after repeated looks: {} ({} disagreed, the stricter stood)\n",
-                     f.confirmed, f.confirmation_disagreed);
+  // Only stored results from before the looks spent α (issue 36) carry a confirmation set.
+  if (f.confirmed > 0) {
+    out << fmt::format("  variance verdicts confirmed on a fresh replicate set after repeated looks (stored results): {} ({} disagreed, the stricter stood)\n",
+                       f.confirmed, f.confirmation_disagreed);
+  }
   out << fmt::format("expectations met: {}/{}\n", f.expectations_met, f.negatives + f.positives + f.errors);
   for (const auto& u : f.unexpected) out << "  UNEXPECTED " << u << "\n";
   for (const auto& [id, condition] : f.conditioned) out << "  JUDGED " << id << " by its expectation " << condition_in_words(condition) << "\n";
@@ -263,10 +260,11 @@ void markdown_falsifiability(std::ostream& out, const eval::Falsifiability& f) {
   row("dynamo fp64 RMSE 3x rule", f.dynamo_fp64, false);
   out << "\nNotes' reference (30 + 35 controls): 29/30 detected, 0/35 FAIL, 2/35 WARN. Expectations met: "
       << f.expectations_met << "/" << (f.negatives + f.positives + f.errors) << ".\n";
-  out << fmt::format("Variance PASS short of the horizon (thin tail or no events): {}/{} negatives, {}/{} positives. "
-                     "Variance verdicts confirmed on a fresh replicate set after repeated looks: {} ({} disagreed).\n",
-                     f.short_evidence_negatives, f.negatives, f.short_evidence_positives, f.positives, f.confirmed,
-                     f.confirmation_disagreed);
+  out << fmt::format("Variance PASS short of the horizon (thin tail or no events): {}/{} negatives, {}/{} positives.{}\n",
+                     f.short_evidence_negatives, f.negatives, f.short_evidence_positives, f.positives,
+                     f.confirmed > 0 ? fmt::format(" Variance verdicts confirmed on a fresh replicate set (stored results): {} ({} disagreed).",
+                                                   f.confirmed, f.confirmation_disagreed)
+                                     : std::string());
   for (const auto& [id, condition] : f.conditioned) out << "\nJudged by its expectation " << condition_in_words(condition) << ": `" << id << "`.\n";
   for (const auto& [id, why] : f.skipped) out << "\nSkipped (not counted): `" << id << "`: " << why << "\n";
 }

@@ -86,9 +86,6 @@ struct BiasResult {
 
 // What a variance verdict rests on (method.md, "Evidence").
 struct VarianceEvidence {
-  // The replicate set described: "stopped" (the sample the stopping rule grew and stopped
-  // on) or "confirmation" (the fresh fixed-size set drawn after more than one look).
-  std::string sample = "stopped";
   std::uint64_t replicates = 0;   // in the analysed sample
   std::uint64_t events = 0;       // replicates with K̂ > 0 (production beyond one ULP of the oracle)
   std::uint64_t exceedances = 0;  // over the tail threshold u
@@ -99,25 +96,13 @@ struct VarianceEvidence {
   bool reaches_horizon = false;   // horizon >= the declared T
 };
 
-// The same analysis on a fresh, disjoint set of replicates (their own seed stream), made
-// when the stopping rule looked more than once: repeated looks void the nominal coverage of
-// the stopped verdict, the confirmation set's does not depend on them.
-struct VarianceConfirmation {
-  std::uint64_t replicates = 0;
-  stats::TailAnalysis tail;
-  Verdict verdict = Verdict::pass;
-  bool agrees = true;  // false: the two verdicts differ and the stricter one stands
-  VarianceEvidence evidence;  // of the confirmation set (sample "confirmation")
-};
-
 struct VarianceResult {
-  Verdict verdict = Verdict::pass;  // the stricter of the stopped and the confirmation verdict
-  stats::TailAnalysis tail;         // at the look that stopped
+  Verdict verdict = Verdict::pass;
+  stats::TailAnalysis tail;         // at the look that stopped (its settings carry that look's level)
   std::vector<std::uint64_t> looks;  // R at each look of the stopping rule
   stats::StopReason stop = stats::StopReason::stable;
   bool unstable = false;
-  std::optional<VarianceConfirmation> confirmation;
-  VarianceEvidence evidence;  // of the stopped sample, always (the confirmation's is its own)
+  VarianceEvidence evidence;  // of the stopped sample (every replicate of the looks)
   // Selecting families: the paired selection-flip test; its verdict joins the gate's.
   std::optional<stats::SelectionTest> selection;
   std::string reason;

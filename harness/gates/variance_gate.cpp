@@ -18,7 +18,21 @@ double k_hat(const ReplicateObservation& o, stats::FloatFormat working) {
 
 VarianceGate::VarianceGate(const stats::VarianceSettings& settings, std::uint64_t replicates,
                            std::uint64_t max_replicates, stats::FloatFormat working)
-    : settings_(settings), target_(replicates), max_replicates_(max_replicates), working_(working) {}
+    : settings_(settings), target_(replicates), max_replicates_(max_replicates), working_(working) {
+  for (std::uint64_t r = replicates; r < max_replicates; r = std::min(r * 2, max_replicates)) ++possible_looks_;
+}
+
+stats::VarianceSettings VarianceGate::look_settings(std::size_t look) const {
+  auto s = settings_;
+  const double alpha = 1.0 - settings_.level;
+  const double profile_ratio = (1.0 - settings_.profile_level) / alpha;
+  const double share = possible_looks_ == 1 ? alpha
+                       : look == 0          ? alpha / 2.0
+                                            : alpha / (2.0 * static_cast<double>(possible_looks_ - 1));
+  s.level = 1.0 - share;
+  s.profile_level = 1.0 - share * profile_ratio;
+  return s;
+}
 
 void VarianceGate::observe(const ReplicateBatch& batch) {
   if (batch.nonfinite) {
@@ -26,25 +40,16 @@ void VarianceGate::observe(const ReplicateBatch& batch) {
     stopped_ = true;
     return;
   }
-  auto& sample = batch.first >= kConfirmationBase ? confirmation_khat_ : khat_;
-  for (const auto& o : batch.replicates) sample.push_back(k_hat(o, working_));
-  if (batch.first < kConfirmationBase) {
-    for (const auto& o : batch.replicates) selection_ += o.selection;
+  for (const auto& o : batch.replicates) {
+    khat_.push_back(k_hat(o, working_));
+    selection_ += o.selection;
   }
-}
-
-std::uint64_t VarianceGate::wants_confirmation() const {
-  if (!stopped_ || !nonfinite_reason_.empty() || result_.looks.size() < 2) return 0;
-  // The declared size (the first look): a fixed sample, chosen before any data was seen.
-  const auto size = result_.looks.front();
-  return confirmation_khat_.size() < size ? size - confirmation_khat_.size() : 0;
 }
 
 namespace {
 
-VarianceEvidence evidence_of(const stats::TailAnalysis& t, std::string sample) {
+VarianceEvidence evidence_of(const stats::TailAnalysis& t) {
   VarianceEvidence e;
-  e.sample = std::move(sample);
   e.replicates = t.khat.count;
   e.events = t.khat.count - t.khat.zeros;
   e.exceedances = t.n_exc;
@@ -60,7 +65,7 @@ std::uint64_t VarianceGate::wants_more(std::uint64_t done) {
   if (stopped_) return 0;
   if (done < target_) return target_ - done;
   const auto t0 = std::chrono::steady_clock::now();
-  auto analysis = stats::analyze_tail(khat_, settings_);
+  auto analysis = stats::analyze_tail(khat_, look_settings(result_.looks.size()));
   analysis_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   const auto step = stats::next_sampling_step(analysis, done, max_replicates_);
   result_.looks.push_back(done);
@@ -85,21 +90,7 @@ VarianceResult VarianceGate::decide() const {
   }
   r.verdict = r.tail.verdict;
   r.reason = r.tail.reason + (r.unstable ? " (unstable: R_max reached)" : "");
-  r.evidence = evidence_of(r.tail, "stopped");
-  if (!confirmation_khat_.empty()) {
-    VarianceConfirmation c;
-    c.replicates = confirmation_khat_.size();
-    auto settings = settings_;
-    settings.seed = stats::derive_seed(settings_.seed, kConfirmationBase);  // its own bootstrap stream
-    c.tail = stats::analyze_tail(confirmation_khat_, settings);
-    c.verdict = c.tail.verdict;
-    c.agrees = c.verdict == r.verdict;
-    r.reason += "; confirmed on " + std::to_string(c.replicates) + " fresh replicates: " +
-                std::string(stats::to_string(c.verdict)) + (c.agrees ? "" : " (disagrees: the stricter verdict stands)");
-    r.verdict = stats::worst(r.verdict, c.verdict);
-    c.evidence = evidence_of(c.tail, "confirmation");
-    r.confirmation = std::move(c);
-  }
+  r.evidence = evidence_of(r.tail);
   if (selection_.decisions > 0) {
     auto t = stats::test_selection_flips(selection_, settings_.selection_z, settings_.warn_k, settings_.fail_k);
     r.reason += "; " + t.reason;

@@ -36,7 +36,7 @@ nlohmann::json to_json(const stats::GpdFit& fit) {
 }
 
 nlohmann::json to_json(const gates::VarianceEvidence& e) {
-  return {{"sample", e.sample},
+  return {{"sample", "stopped"},
           {"replicates", e.replicates},
           {"events", e.events},
           {"exceedances", e.exceedances},
@@ -79,7 +79,9 @@ nlohmann::json to_json(const stats::TailAnalysis& a) {
     const auto& h = a.heavy;
     j["heavy_tail"] = {{"xi_free", json_number(h.xi_free)}, {"lr", json_number(h.lr)}, {"cut", json_number(h.cut)},
                        {"level", s.heavy_tail_level}, {"rejected", h.rejected},
-                       {"U_unclipped", h.rejected ? json_number(h.U_unclipped) : nlohmann::json(nullptr)},
+                       {"U_clipped", json_number(h.U_clipped)},
+                       {"U_unclipped", h.xi_free > 0.0 ? json_number(h.U_unclipped) : nlohmann::json(nullptr)},
+                       {"model_matters", h.model_matters},
                        {"bounded_above", h.bounded_q ? nlohmann::json{{"tail_q", *h.bounded_q}, {"xi", json_number(h.bounded_xi)},
                                                                         {"lr", json_number(h.bounded_lr)}, {"cut", json_number(h.bounded_cut)}}
                                                      : nlohmann::json(nullptr)}};
@@ -205,14 +207,6 @@ nlohmann::json to_json(const engine::CaseResult& r) {
                        {"looks", v.looks}, {"stop", std::string(stats::to_string(v.stop))},
                        {"unstable", v.unstable}, {"tail", to_json(v.tail)}};
   gates["variance"]["evidence"] = to_json(v.evidence);
-  if (v.confirmation) {
-    const auto& c = *v.confirmation;
-    gates["variance"]["confirmation"] = {{"replicates", c.replicates}, {"verdict", verdict(c.verdict)},
-                                         {"agrees", c.agrees}, {"U", json_number(c.tail.U)}, {"tail", to_json(c.tail)},
-                                         {"evidence", to_json(c.evidence)}};
-  } else {
-    gates["variance"]["confirmation"] = nullptr;
-  }
   if (v.selection) {
     const auto& t = *v.selection;
     gates["variance"]["selection"] = {{"decisions", t.counts.decisions},
