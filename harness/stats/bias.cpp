@@ -1,6 +1,7 @@
 #include "harness/stats/bias.hpp"
 #include "harness/stats/format.hpp"
 
+#include <boost/math/distributions/non_central_t.hpp>
 #include <boost/math/distributions/normal.hpp>
 #include <boost/math/distributions/students_t.hpp>
 #include <cmath>
@@ -125,19 +126,28 @@ double union_bound_false_alarm(std::size_t buckets, double z_star) {
   return bound < 1.0 ? bound : 1.0;
 }
 
-CertifiedHorizon certified_horizon(std::uint64_t replicates, double z_star, double beta) {
-  require_positive(z_star, "z_star");
-  if (replicates == 0) {
-    throw std::invalid_argument("certified_horizon: replicates must be positive");
+CertifiedHorizon certified_horizon(std::uint64_t replicates, double cut, double beta) {
+  require_positive(cut, "cut");
+  if (replicates < 2) {
+    throw std::invalid_argument("certified_horizon: needs at least 2 replicates, got " + std::to_string(replicates));
   }
   if (!(beta > 0.0 && beta < 1.0)) {
     throw std::invalid_argument("certified_horizon: beta must lie in (0, 1), got " +
                                 format_number(beta));
   }
-  const boost::math::normal_distribution<double> standard;
-  const double z_power = boost::math::quantile(standard, 1.0 - beta);
+  const double df = static_cast<double>(replicates - 1);
+  const auto power = [&](double delta) {
+    return boost::math::cdf(boost::math::complement(boost::math::non_central_t_distribution<double>(df, delta), cut));
+  };
+  // power(δ) rises from below β... to 1 as δ grows: bisect [0, hi] on power = 1 - β.
+  double lo = 0.0, hi = cut + 10.0;
+  while (power(hi) < 1.0 - beta) hi *= 2.0;
+  for (int it = 0; it < 100 && hi - lo > 1e-12 * hi; ++it) {
+    const double mid = 0.5 * (lo + hi);
+    (power(mid) < 1.0 - beta ? lo : hi) = mid;
+  }
   CertifiedHorizon h;
-  h.rho_min = (z_star + z_power) / std::sqrt(static_cast<double>(replicates));
+  h.rho_min = 0.5 * (lo + hi) / std::sqrt(static_cast<double>(replicates));
   h.t_cert = 1.0 / (h.rho_min * h.rho_min);
   return h;
 }

@@ -97,15 +97,20 @@ TEST_CASE("false-alarm figures match SciPy's normal tail", "[bias][scipy]") {
   CHECK(kcert::stats::union_bound_false_alarm(100000000, 3.0) == 1.0);  // capped
 }
 
-TEST_CASE("certified horizon follows rho_min = (z* + z_{1-beta})/sqrt(R)", "[bias][scipy]") {
-  const double z90 = kcert::test::stats_reference().at("normal").at("z_0.9");
-  const auto h = kcert::stats::certified_horizon(1024, 5.0);
-  CHECK(h.rho_min == Approx((5.0 + z90) / 32.0).epsilon(1e-12));
-  CHECK(h.t_cert == Approx(1024.0 / ((5.0 + z90) * (5.0 + z90))).epsilon(1e-12));
-  const double z80 = kcert::test::stats_reference().at("normal").at("z_0.8");
-  CHECK(kcert::stats::certified_horizon(4096, 5.0, 0.2).rho_min == Approx((5.0 + z80) / 64.0).epsilon(1e-12));
-  CHECK_THROWS(kcert::stats::certified_horizon(0, 5.0));
+TEST_CASE("certified horizon: rho_min from the non-central t at the gate's cut", "[bias][scipy]") {
+  // generate_nct_power.py: SciPy's nct solved for power 1 - beta at the Student-t cut.
+  for (const auto& row : kcert::test::load_fixture("nct_power_reference.json").at("certified_horizon")) {
+    const auto R = row.at("replicates").get<std::uint64_t>();
+    const double cut = row.at("cut"), beta = row.at("beta");
+    INFO("R = " << R << " cut = " << cut << " beta = " << beta);
+    CHECK(kcert::stats::t_cut(R, row.at("z_star").get<double>()) == Approx(cut).epsilon(1e-9));
+    const auto h = kcert::stats::certified_horizon(R, cut, beta);
+    CHECK(h.rho_min == Approx(row.at("rho_min").get<double>()).epsilon(1e-7));
+    CHECK(h.t_cert == Approx(1.0 / (h.rho_min * h.rho_min)).epsilon(1e-12));
+  }
+  CHECK_THROWS(kcert::stats::certified_horizon(1, 5.0));
   CHECK_THROWS(kcert::stats::certified_horizon(10, 5.0, 1.5));
+  CHECK_THROWS(kcert::stats::certified_horizon(10, 0.0));
 }
 
 TEST_CASE("the shipped floors are z* 5, s_min 0.2, c 0.3 ULP", "[bias]") {
