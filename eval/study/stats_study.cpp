@@ -562,11 +562,12 @@ struct GateOptions {
   std::optional<double> check;  // the largest lenient rate accepted on the on-model laws (see gate_study)
 };
 
-std::string split_list_law(const std::string& s, std::vector<std::string>& out) {
+std::vector<std::string> split_list(const std::string& s) {
+  std::vector<std::string> out;
   std::stringstream in(s);
   std::string item;
   while (std::getline(in, item, ',')) out.push_back(item);
-  return s;
+  return out;
 }
 
 int gate_study(const GateOptions& o) {
@@ -574,8 +575,6 @@ int gate_study(const GateOptions& o) {
   namespace st = kcert::stats;
   st::VarianceSettings settings;
   settings.bootstrap = 0;  // the bootstrap se is a diagnostic: no verdict depends on it
-  std::vector<std::string> laws;
-  split_list_law(o.laws, laws);
   std::cout << fmt::format(
       "The variance gate end to end (kcert::gates::VarianceGate: looks at their share of α, growth to R_max = {}, bounded-tail "
       "check) on K̂ laws with a known r_T at T = {:g}, warn {:g} / fail {:g}; {} runs per cell. 'lenient': the verdict is "
@@ -587,7 +586,7 @@ int gate_study(const GateOptions& o) {
   bool ok = true;
   const double eps_peak = 1e-30;  // peak of the synthetic output: ε = one ULP of it, negligible
   const double eps = st::ulp_spacing(eps_peak, st::FloatFormat::bf16);
-  for (const auto& spec : laws) {
+  for (const auto& spec : split_list(o.laws)) {
     const KhatLaw unit = parse_law(spec);
     for (double level : parse_list(o.levels)) {
       KhatLaw law = unit;
@@ -605,10 +604,10 @@ int gate_study(const GateOptions& o) {
           s.seed = derive_seed(stream, 3);
           g::VarianceGate gate(s, r0, o.r_max, st::FloatFormat::bf16);
           std::vector<g::ReplicateObservation> batch;
-          auto feed = [&](std::uint64_t first, std::uint64_t n, SplitMix64& rng) {
+          auto feed = [&](std::uint64_t first, std::uint64_t n) {
             batch.assign(n, g::ReplicateObservation{});
             for (auto& ob : batch) {
-              const double k = law.draw(rng);
+              const double k = law.draw(main_rng);
               ob.e_ref = 1.0;
               ob.peak = eps_peak;
               ob.e_prod = k == 0.0 ? 0.0 : k + eps;
@@ -618,23 +617,20 @@ int gate_study(const GateOptions& o) {
             b.replicates = batch;
             gate.observe(b);
           };
-          std::uint64_t done = 0;
-          feed(0, r0, main_rng);
-          done = r0;
+          feed(0, r0);
+          std::uint64_t done = r0;
           while (const auto more = gate.wants_more(done)) {
-            feed(done, more, main_rng);
+            feed(done, more);
             done += more;
           }
           const auto r = gate.decide();
           replicates += static_cast<double>(done);
-          ++counts[static_cast<int>(r.verdict == st::Verdict::pass ? 0 : r.verdict == st::Verdict::warn ? 1 : 2)];
-          const auto rank = [](st::Verdict v) { return v == st::Verdict::pass ? 0 : v == st::Verdict::warn ? 1 : 2; };
-          const bool warned = (r.tail.heavy.rejected && !r.tail.heavy.bounded_q) || r.tail.heavy.model_matters ||
-                              !r.evidence.reaches_horizon;
-          lenient += rank(r.verdict) < rank(truth);
-          unwarned += rank(r.verdict) < rank(truth) && !warned;
-          stricter += rank(r.verdict) > rank(truth);
-          heavy += r.tail.heavy.rejected && !r.tail.heavy.bounded_q;
+          ++counts[static_cast<int>(r.verdict)];  // Verdict is ordered pass < warn < fail
+          const bool warned = r.tail.heavy.unresolved() || r.tail.heavy.model_matters || !r.evidence.reaches_horizon;
+          lenient += r.verdict < truth;
+          unwarned += r.verdict < truth && !warned;
+          stricter += r.verdict > truth;
+          heavy += r.tail.heavy.unresolved();
           if (r.tail.mode == st::TailMode::fitted) {
             ++fitted;
             covers += r.tail.U >= level;

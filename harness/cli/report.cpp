@@ -125,14 +125,12 @@ void print_case_details(std::ostream& out, const engine::CaseResult& r) {
                          : h.bounded_q ? fmt::format("rejected at q{}, bounded above q{} (xi {}, LR {}): fitted there",
                                                      num(t.settings.tail_q), num(*h.bounded_q), num(h.bounded_xi, 3), num(h.bounded_lr, 3))
                                        : fmt::format("REJECTED, heavy tail: U over xi up to {} is {}", num(t.settings.heavy_tail_xi_max),
-                                                     num(h.U_unclipped)));
+                                                     num(*h.U_unclipped)));  // set: an unresolved rejection has xi-hat > 0
     }
-    const auto evidence_line = [&](const gates::VarianceEvidence& e, const stats::TailAnalysis& of) {
-      out << fmt::format("    evidence (the stopped sample): {} replicates, {} with K-hat > 0, {} exceedances; supports a horizon of {} replicates{}\n",
-                         e.replicates, e.events, e.exceedances, num(e.horizon, 3),
-                         e.reaches_horizon ? "" : fmt::format(" (SHORT of T = {})", num(of.settings.horizon, 3)));
-    };
-    evidence_line(v.evidence, t);
+    const auto& e = v.evidence;
+    out << fmt::format("    evidence (the stopped sample): {} replicates, {} with K-hat > 0, {} exceedances; supports a horizon of {} replicates{}\n",
+                       e.replicates, e.events, e.exceedances, num(e.horizon, 3),
+                       e.reaches_horizon ? "" : fmt::format(" (SHORT of T = {})", num(t.settings.horizon, 3)));
     std::string looks;
     for (auto l : v.looks) looks += (looks.empty() ? "" : ", ") + std::to_string(l);
     out << fmt::format("    stop: {} after looks at R = {}{}\n", stats::to_string(v.stop), looks,

@@ -30,7 +30,6 @@ class VarianceGate final : public Gate {
   // and the rest evenly, so U at whichever look stops covers r_T at `level`; the profile's
   // χ² cut keeps its ratio to the level (α_profile = α_look / 10 by default).
   stats::VarianceSettings look_settings(std::size_t look) const;
-  std::size_t possible_looks() const { return possible_looks_; }
 
   double analysis_seconds() const { return analysis_seconds_; }
 

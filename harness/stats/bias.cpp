@@ -139,7 +139,7 @@ CertifiedHorizon certified_horizon(std::uint64_t replicates, double cut, double 
   const auto power = [&](double delta) {
     return boost::math::cdf(boost::math::complement(boost::math::non_central_t_distribution<double>(df, delta), cut));
   };
-  // power(δ) rises from below β... to 1 as δ grows: bisect [0, hi] on power = 1 - β.
+  // power(δ) rises monotonically towards 1 with δ and lies below 1 - β at δ = 0: bisect.
   double lo = 0.0, hi = cut + 10.0;
   while (power(hi) < 1.0 - beta) hi *= 2.0;
   for (int it = 0; it < 100 && hi - lo > 1e-12 * hi; ++it) {

@@ -59,7 +59,7 @@ SamplingStep next_sampling_step(const TailAnalysis& a, std::uint64_t replicates,
     case TailMode::fitted: {
       // The profile-likelihood interval [lower, U] (one-sided bounds at the stated level).
       const auto& h = a.heavy;
-      if (h.rejected && !h.bounded_q) {
+      if (h.unresolved()) {
         // A heavy-looking tail grows unless the clipped bound, the smaller, already FAILs: more
         // data either shows a bounded tail above a higher threshold (a capped K̂ whose
         // exceedances mix two scales needs ~50 over q0.99) or keeps the WARN-or-worse verdict.

@@ -198,22 +198,19 @@ TailAnalysis analyze_tail(std::span<const double> k_hat, const VarianceSettings&
   h.cut = one_sided_lr_cut(settings.heavy_tail_level);
   h.rejected = h.lr > h.cut;
   if (h.rejected) {
-    h.U_unclipped = profile_return_level(peaks.exceedances, a.u, a.zeta, settings.horizon, settings.profile_level,
-                                         settings.heavy_tail_xi_max)
-                        .upper;
     // Bounded-tail evidence above a higher threshold, each look at level α/3 (Bonferroni
     // over the three thresholds), so a true heavy tail is resolved with probability ≤ α.
-    const double look_level = 1.0 - (1.0 - settings.heavy_tail_level) / std::size(kHigherTailQ);
+    const double look_cut = one_sided_lr_cut(1.0 - (1.0 - settings.heavy_tail_level) / std::size(kHigherTailQ));
     for (const double q : kHigherTailQ) {
       Peaks higher = peaks_over_threshold(sorted, q);
       if (higher.exceedances.size() < settings.min_exceedances) break;
       const GpdFit f = fit_gpd(higher.exceedances);
       const double lr = f.xi < 0.0 ? std::max(0.0, 2.0 * (f.log_likelihood - exponential_log_likelihood(higher.exceedances))) : 0.0;
-      if (lr > one_sided_lr_cut(look_level)) {
+      if (lr > look_cut) {
         h.bounded_q = q;
         h.bounded_xi = f.xi;
         h.bounded_lr = lr;
-        h.bounded_cut = one_sided_lr_cut(look_level);
+        h.bounded_cut = look_cut;
         peaks = std::move(higher);
         a.tail_q = q;
         a.u = peaks.u;
@@ -229,20 +226,20 @@ TailAnalysis analyze_tail(std::span<const double> k_hat, const VarianceSettings&
   // maximum is a floor under U (r_T at a horizon past R cannot lie below the sample maximum
   // by much, and a bound below it would be read as one).
   a.boundary_fit = a.clipped_fit->at_lower_bound;
-  const bool heavy_unresolved = h.rejected && !h.bounded_q;
+  const bool heavy_unresolved = h.unresolved();
   const auto clipped = profile_return_level(peaks.exceedances, a.u, a.zeta, settings.horizon, settings.profile_level, 0.0);
   h.U_clipped = a.boundary_fit ? std::max(clipped.upper, s.max) : clipped.upper;
   // ξ̂ > 0 on the sample used: the bound without the clip says what the ξ ≤ 0 assumption is
   // worth here. The LR test has little power from 50-100 exceedances (GPD(+0.1): flagged in
-  // 4-30 % of runs): a verdict the two bounds disagree on carries the caveat in its reason.
+  // 4-40 % of runs): a verdict the two bounds disagree on carries the caveat in its reason.
+  // An unresolved rejection has ξ̂ > 0 on this very sample, so `unclipped` is set for it.
   std::optional<ReturnLevelInterval> unclipped;
   if (a.free_fit->xi > 0.0) {
     unclipped = profile_return_level(peaks.exceedances, a.u, a.zeta, settings.horizon, settings.profile_level,
                                      settings.heavy_tail_xi_max);
     h.U_unclipped = unclipped->upper;
-    h.lower_unclipped = unclipped->lower;
     h.model_matters = !heavy_unresolved &&
-                      threshold_verdict(h.U_unclipped, warn, fail) != threshold_verdict(h.U_clipped, warn, fail);
+                      threshold_verdict(*h.U_unclipped, warn, fail) != threshold_verdict(h.U_clipped, warn, fail);
   }
   const auto& bound = heavy_unresolved ? *unclipped : clipped;
   a.r_t = bound.estimate;
@@ -275,7 +272,7 @@ TailAnalysis analyze_tail(std::span<const double> k_hat, const VarianceSettings&
   }
   a.bootstrap_used = levels.size();
   a.se = sample_sd(levels);
-  a.U = heavy_unresolved ? h.U_unclipped : h.U_clipped;
+  a.U = heavy_unresolved ? *h.U_unclipped : h.U_clipped;
   a.verdict = threshold_verdict(a.U, warn, fail);
   a.reason = "GPD tail (" + std::to_string(a.n_exc) + " exceedances" +
              (h.bounded_q ? " over the q" + format_number(*h.bounded_q) + " threshold" : std::string()) +
@@ -294,7 +291,7 @@ TailAnalysis analyze_tail(std::span<const double> k_hat, const VarianceSettings&
     // (docs/statistics.md), and the unclipped bound would WARN half of the exponential tails.
     a.reason += "; bounded-tail assumption untested here: free xi-hat = " + format_number(h.xi_free) + " > 0 (LR = " +
                 format_number(h.lr) + " <= " + format_number(h.cut) + ") and U over xi up to " +
-                format_number(settings.heavy_tail_xi_max) + " is " + format_number(h.U_unclipped);
+                format_number(settings.heavy_tail_xi_max) + " is " + format_number(*h.U_unclipped);
   } else if (h.rejected) {
     a.reason += "; heavy-looking tail at q" + format_number(settings.tail_q) + " (free xi-hat = " + format_number(h.xi_free) +
                 ", LR = " + format_number(h.lr) + " > " + format_number(h.cut) + ") but bounded above q" +

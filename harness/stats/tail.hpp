@@ -82,13 +82,16 @@ struct HeavyTailCheck {
   bool rejected = false;    // lr > cut: the tail at u is heavier than the model allows
   double U_clipped = 0.0;   // the profile bound over ξ in [-1, 0] (at least max K̂ on a ξ = -1 fit)
   // The profile bound over ξ in [-1, heavy_tail_xi_max], computed when ξ̂ > 0 on the sample used.
-  double U_unclipped = 0.0, lower_unclipped = 0.0;
+  std::optional<double> U_unclipped;
   // Not rejected, ξ̂ > 0, and the two bounds give different verdicts: the verdict rests on
   // the untested ξ ≤ 0 assumption, which its reason says.
   bool model_matters = false;
   // Set when a higher threshold shows a bounded tail (the rejection is resolved there).
   std::optional<double> bounded_q;  // the tail_q of that threshold
   double bounded_xi = 0.0, bounded_lr = 0.0, bounded_cut = 0.0;
+
+  // Rejected and not resolved above a higher threshold: WARN at least, U without the clip.
+  bool unresolved() const { return rejected && !bounded_q; }
 };
 
 struct TailAnalysis {

@@ -80,7 +80,7 @@ nlohmann::json to_json(const stats::TailAnalysis& a) {
     j["heavy_tail"] = {{"xi_free", json_number(h.xi_free)}, {"lr", json_number(h.lr)}, {"cut", json_number(h.cut)},
                        {"level", s.heavy_tail_level}, {"rejected", h.rejected},
                        {"U_clipped", json_number(h.U_clipped)},
-                       {"U_unclipped", h.xi_free > 0.0 ? json_number(h.U_unclipped) : nlohmann::json(nullptr)},
+                       {"U_unclipped", h.U_unclipped ? json_number(*h.U_unclipped) : nlohmann::json(nullptr)},
                        {"model_matters", h.model_matters},
                        {"bounded_above", h.bounded_q ? nlohmann::json{{"tail_q", *h.bounded_q}, {"xi", json_number(h.bounded_xi)},
                                                                         {"lr", json_number(h.bounded_lr)}, {"cut", json_number(h.bounded_cut)}}
