@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Fuzzes the case loader with libFuzzer under ASan/UBSan for a bounded time (not part of CI:
-# the build alone takes ~15 min on 2 cores). Seeds: every control and every golden input.
+# the build alone takes ~15 min on 2 cores). Seeds: every control, every golden input and
+# tests/fuzz/corpus (aliases; CTest fuzz_loader_corpus replays them all without libFuzzer).
 #   bench/fuzz-loader.sh [SECONDS (default 600)] [BUILD_DIR (default build-fuzz)] [GCC_BUILD (default build)]
 # Only the loader is built with clang; the family schemas come from GCC_BUILD/libkcert.so.
 # Exit 0: no crash, no sanitizer report, no exception other than LoadError. A finding is left
@@ -18,7 +19,7 @@ cmake -S "$src" -B "$build" -G Ninja -DCMAKE_CXX_COMPILER=clang++ -DKCERT_FUZZ=O
 cmake --build "$build" --target kcert_fuzz_loader
 corpus="$build/corpus"
 mkdir -p "$corpus"
-find "$src/testcases" "$src/tests/cli/golden/inputs" -name '*.yaml' -exec cp {} "$corpus/" \;
+find "$src/testcases" "$src/tests/cli/golden/inputs" "$src/tests/fuzz/corpus" -name '*.yaml' -exec cp {} "$corpus/" \;
 cd "$build"
 # LibTorch is not built with ASan: its allocations at exit are not this loader's leaks.
 ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \

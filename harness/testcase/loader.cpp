@@ -1,8 +1,11 @@
+#include <yaml-cpp/eventhandler.h>
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
 #include <charconv>
 #include <cmath>
+#include <cstdint>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <set>
@@ -586,32 +589,240 @@ std::string position(const std::string& source, const YAML::Mark& m) {
   return source + ":" + std::to_string(m.line + 1) + ":" + std::to_string(m.column + 1);
 }
 
-// yaml-cpp keeps the first of two equal keys and converts any key to a string on request:
-// a duplicated `replicates:` silently lost the second value, and a list used as a key
-// ended in "internal error ... bad conversion" with no file name. Both are errors here,
-// with the position and the dotted path.
-void check_keys_are_unique_strings(const YAML::Node& node, const std::string& source, const std::string& path) {
-  if (node.IsSequence()) {
-    for (std::size_t i = 0; i < node.size(); ++i) {
-      check_keys_are_unique_strings(node[i], source, path + "[" + std::to_string(i) + "]");
-    }
-    return;
+// Limits on the document as yaml-cpp's node graph presents it, aliases expanded: whatever
+// reads the document later (the readers below, merge_into, the emitter of a sweep setting)
+// walks that expanded tree, so it must be small. A case file is a few hundred nodes, 8 deep.
+constexpr std::size_t kMaxExpandedNodes = 100000;
+constexpr std::size_t kMaxDepth = 64;
+
+// Checks a document from the parser's event stream before any node graph exists. yaml-cpp
+// keeps the first of two equal keys and converts any key to a string on request: a
+// duplicated `replicates:` silently lost the second value, and a list used as a key ended in
+// "internal error ... bad conversion" with no file name. Both are errors here, with the
+// position and the dotted path. The events are the text's own, so every node is seen once
+// and an alias is one event: the previous check walked the node graph, which follows
+// aliases, so `a: &a {b: *a}` recursed until the stack overflowed and a fan-out of aliases
+// (each level listing the previous one twice) took minutes at depth 8. Here an alias to a
+// node that is still open is refused (it would make the graph a cycle), and an alias counts
+// the expanded size and depth of its anchor's node, so a bomb stops at the limit above.
+class DocumentChecker : public YAML::EventHandler {
+ public:
+  explicit DocumentChecker(std::string source) : source_(std::move(source)) {}
+
+  void OnDocumentStart(const YAML::Mark&) override {}
+  void OnDocumentEnd() override {}
+  void OnAnchor(const YAML::Mark&, const std::string& name) override { pending_anchor_name_ = name; }
+
+  void OnNull(const YAML::Mark& mark, YAML::anchor_t anchor) override {
+    if (expecting_key()) fail(mark, here(), "keys must be plain strings, got an empty key");
+    leaf(mark, anchor);
   }
-  if (!node.IsMap()) return;
-  std::map<std::string, YAML::Mark> seen;
-  for (const auto& kv : node) {
-    if (!kv.first.IsScalar()) {
-      throw LoadError(position(source, kv.first.Mark()) + ": " + (path.empty() ? "(document)" : path) +
-                      ": keys must be plain strings, got a " + (kv.first.IsMap() ? "mapping" : "sequence"));
+  void OnScalar(const YAML::Mark& mark, const std::string&, YAML::anchor_t anchor, const std::string& value) override {
+    if (expecting_key()) {
+      auto& map = stack_.back();
+      const auto field = map.path.empty() ? value : map.path + "." + value;
+      if (const auto it = map.keys.find(value); it != map.keys.end()) {
+        fail(mark, field, "duplicate key (first at line " + std::to_string(it->second + 1) + "); YAML keeps only one of them");
+      }
+      map.keys.emplace(value, mark.line);
+      map.key = value;
+      map.expecting_key = false;
+      remember_name(anchor);
+      if (anchor != YAML::NullAnchor) anchors_[anchor] = {1, 1, false};
+      count(mark, 1);
+      return;
     }
-    const auto key = kv.first.Scalar();
-    const auto field = path.empty() ? key : path + "." + key;
-    if (const auto it = seen.find(key); it != seen.end()) {
-      throw LoadError(position(source, kv.first.Mark()) + ": " + field + ": duplicate key (first at line " +
-                      std::to_string(it->second.line + 1) + "); YAML keeps only one of them");
+    leaf(mark, anchor);
+  }
+  void OnAlias(const YAML::Mark& mark, YAML::anchor_t anchor) override {
+    if (expecting_key()) fail(mark, here(), "keys must be plain strings, got an alias");
+    const auto it = anchors_.find(anchor);
+    const auto name = "*" + (anchor_names_.count(anchor) ? anchor_names_[anchor] : std::string("?"));
+    if (it == anchors_.end() || it->second.open) {
+      fail(mark, child_path(), "alias " + name + " refers to a node that contains it; a recursive alias would make the document endless");
     }
-    seen.emplace(key, kv.first.Mark());
-    check_keys_are_unique_strings(kv.second, source, field);
+    if (depth() + it->second.height > kMaxDepth) {
+      fail(mark, child_path(), "alias " + name + " nests the document deeper than " + std::to_string(kMaxDepth) + " levels");
+    }
+    count(mark, it->second.nodes, name);
+    finish_child(it->second.nodes, it->second.height);
+  }
+  void OnSequenceStart(const YAML::Mark& mark, const std::string&, YAML::anchor_t anchor, YAML::EmitterStyle::value) override {
+    open(mark, anchor, false);
+  }
+  void OnSequenceEnd() override { close(); }
+  void OnMapStart(const YAML::Mark& mark, const std::string&, YAML::anchor_t anchor, YAML::EmitterStyle::value) override {
+    open(mark, anchor, true);
+  }
+  void OnMapEnd() override { close(); }
+
+ private:
+  struct Anchored {
+    std::size_t nodes = 0;   // nodes in the anchored subtree, its own aliases expanded
+    std::size_t height = 0;  // levels of that subtree (a scalar is 1)
+    bool open = true;        // still being read: an alias to it would be a cycle
+  };
+  struct Frame {
+    bool is_map = false;
+    std::string path;       // dotted path of this collection
+    YAML::anchor_t anchor = YAML::NullAnchor;
+    std::size_t nodes = 1;  // this collection and everything in it, expanded
+    std::size_t height = 1;
+    std::size_t index = 0;  // next item of a sequence
+    bool expecting_key = true;
+    std::string key;        // the key whose value comes next (maps)
+    std::map<std::string, int> keys;  // key -> 0-based line
+  };
+
+  [[noreturn]] void fail(const YAML::Mark& mark, const std::string& field, const std::string& message) const {
+    throw LoadError(position(source_, mark) + ": " + (field.empty() ? "(document)" : field) + ": " + message);
+  }
+  static std::string position(const std::string& source, const YAML::Mark& m) {
+    return source + ":" + std::to_string(m.line + 1) + ":" + std::to_string(m.column + 1);
+  }
+
+  bool expecting_key() const { return !stack_.empty() && stack_.back().is_map && stack_.back().expecting_key; }
+  std::size_t depth() const { return stack_.size(); }
+  std::string here() const { return stack_.empty() ? "" : stack_.back().path; }
+  // The dotted path of the value being read now.
+  std::string child_path() const {
+    if (stack_.empty()) return "";
+    const auto& top = stack_.back();
+    if (top.is_map) return top.path.empty() ? top.key : top.path + "." + top.key;
+    return top.path + "[" + std::to_string(top.index) + "]";
+  }
+
+  void count(const YAML::Mark& mark, std::size_t nodes, const std::string& alias = "") {
+    expanded_ += nodes;
+    if (expanded_ > kMaxExpandedNodes) {
+      fail(mark, child_path(),
+           (alias.empty() ? std::string("the document") : "alias " + alias) + " makes the document larger than " +
+               std::to_string(kMaxExpandedNodes) + " nodes with its aliases expanded (an alias bomb?)");
+    }
+  }
+
+  void remember_name(YAML::anchor_t anchor) {
+    if (anchor != YAML::NullAnchor && !pending_anchor_name_.empty()) anchor_names_[anchor] = pending_anchor_name_;
+    pending_anchor_name_.clear();
+  }
+
+  void leaf(const YAML::Mark& mark, YAML::anchor_t anchor) {
+    remember_name(anchor);
+    if (anchor != YAML::NullAnchor) anchors_[anchor] = {1, 1, false};
+    count(mark, 1);
+    finish_child(1, 1);
+  }
+
+  // A value of the enclosing collection is complete: add its size, and step the
+  // collection on to its next key or item.
+  void finish_child(std::size_t nodes, std::size_t height) {
+    if (stack_.empty()) return;
+    auto& top = stack_.back();
+    top.nodes += nodes;
+    top.height = std::max(top.height, height + 1);
+    if (top.is_map) {
+      top.nodes += 1;  // the key
+      top.expecting_key = true;
+    } else {
+      ++top.index;
+    }
+  }
+
+  void open(const YAML::Mark& mark, YAML::anchor_t anchor, bool is_map) {
+    if (expecting_key()) fail(mark, here(), std::string("keys must be plain strings, got a ") + (is_map ? "mapping" : "sequence"));
+    remember_name(anchor);
+    if (depth() + 1 > kMaxDepth) {
+      // The path of 64 levels is mostly "[0]"; its start and end say where.
+      auto path = child_path();
+      if (path.size() > 40) path = path.substr(0, path.find('[') == std::string::npos ? 20 : path.find('[') + 9) + "..." + path.substr(path.size() - 3);
+      fail(mark, path, "nested deeper than " + std::to_string(kMaxDepth) + " levels");
+    }
+    count(mark, 1);
+    Frame f;
+    f.is_map = is_map;
+    f.path = child_path();
+    f.anchor = anchor;
+    if (anchor != YAML::NullAnchor) anchors_[anchor] = Anchored{};
+    stack_.push_back(std::move(f));
+  }
+
+  void close() {
+    Frame f = std::move(stack_.back());
+    stack_.pop_back();
+    if (f.anchor != YAML::NullAnchor) anchors_[f.anchor] = {f.nodes, f.height, false};
+    finish_child(f.nodes, f.height);
+  }
+
+  std::string source_;
+  std::vector<Frame> stack_;
+  std::map<YAML::anchor_t, Anchored> anchors_;
+  std::map<YAML::anchor_t, std::string> anchor_names_;
+  std::string pending_anchor_name_;
+  std::size_t expanded_ = 0;
+};
+
+// YAML text is Unicode (UTF-8 here), and every text of a case ends up in JSON, HTML, JUnit
+// XML and on terminals, where an invalid byte is at best replaced and at worst (JSON) an
+// exception after the case has run. Refused here with its line and column instead; so are
+// the C0 control characters YAML excludes from a stream (a tab, CR and LF are text).
+void check_text_is_utf8(const std::string& text, const std::string& source) {
+  int line = 1;
+  int column = 1;
+  for (std::size_t i = 0; i < text.size();) {
+    const auto c = static_cast<unsigned char>(text[i]);
+    std::size_t len = 0;
+    std::uint32_t cp = 0;
+    if (c < 0x80) {
+      len = 1;
+      cp = c;
+    } else if ((c & 0xE0) == 0xC0) {
+      len = 2;
+      cp = c & 0x1F;
+    } else if ((c & 0xF0) == 0xE0) {
+      len = 3;
+      cp = c & 0x0F;
+    } else if ((c & 0xF8) == 0xF0) {
+      len = 4;
+      cp = c & 0x07;
+    }
+    bool ok = len > 0 && i + len <= text.size();
+    for (std::size_t k = 1; ok && k < len; ++k) {
+      const auto d = static_cast<unsigned char>(text[i + k]);
+      ok = (d & 0xC0) == 0x80;
+      cp = (cp << 6) | (d & 0x3F);
+    }
+    // Overlong forms, surrogates and code points past U+10FFFF are not UTF-8 either.
+    if (ok) ok = !(len == 2 && cp < 0x80) && !(len == 3 && cp < 0x800) && !(len == 4 && cp < 0x10000) &&
+                 !(cp >= 0xD800 && cp <= 0xDFFF) && cp <= 0x10FFFF;
+    const auto where = source + ":" + std::to_string(line) + ":" + std::to_string(column) + ": ";
+    if (!ok) {
+      char hex[8];
+      std::snprintf(hex, sizeof hex, "0x%02X", c);
+      throw LoadError(where + "byte " + hex + " is not valid UTF-8 (a case file is UTF-8 text)");
+    }
+    if ((cp < 0x20 && cp != '\t' && cp != '\n' && cp != '\r') || cp == 0x7F) {
+      char hex[8];
+      std::snprintf(hex, sizeof hex, "0x%02X", static_cast<unsigned>(cp));
+      throw LoadError(where + "control character " + hex + " is not allowed in a case file");
+    }
+    if (cp == '\n') {
+      ++line;
+      column = 1;
+    } else {
+      ++column;
+    }
+    i += len;
+  }
+}
+
+void check_document(const std::string& text, const std::string& source) {
+  std::istringstream in(text);
+  YAML::Parser parser(in);
+  DocumentChecker checker(source);
+  try {
+    parser.HandleNextDocument(checker);
+  } catch (const YAML::ParserException& e) {
+    throw LoadError(position(source, e.mark) + ": YAML syntax error: " + e.msg);
   }
 }
 
@@ -647,13 +858,16 @@ YAML::Node parse_yaml(const std::string& text, const std::string& source) {
     throw LoadError(source + ":" + std::to_string(line + 1) +
                     ":1: a second YAML document (after ---) would be ignored: one test case per file");
   }
+  check_text_is_utf8(text, source);
+  // Before the node graph is built: that graph shares aliased nodes, and walking it (as
+  // every reader below does) is only bounded once the checker has bounded the expansion.
+  check_document(text, source);
   YAML::Node doc;
   try {
     doc = YAML::Load(text);
   } catch (const YAML::ParserException& e) {
     throw LoadError(position(source, e.mark) + ": YAML syntax error: " + e.msg);
   }
-  check_keys_are_unique_strings(doc, source, "");
   return doc;
 }
 
@@ -717,7 +931,12 @@ std::vector<std::string> plugin_paths(const std::string& path) {
   namespace fs = std::filesystem;
   std::vector<std::string> out;
   try {
-    const YAML::Node doc = YAML::LoadFile(path);
+    std::ifstream in(path);
+    std::stringstream text;
+    text << in.rdbuf();
+    // Through the checks of a full load: a cyclic or deeply nested file must not crash here
+    // either, before the full load reports it.
+    const YAML::Node doc = parse_yaml(text.str(), path);
     if (!doc.IsMap() || !doc["plugins"] || !doc["plugins"].IsSequence()) return out;
     const auto base = fs::path(path).parent_path();
     for (const auto& n : doc["plugins"]) {

@@ -1,5 +1,7 @@
 #include "tests/catch_torch.hpp"
 
+#include <chrono>
+
 #include "harness/kernels/registry.hpp"
 #include "harness/testcase/loader.hpp"
 
@@ -202,6 +204,50 @@ TEST_CASE("duplicate keys, non-string keys and a second document are errors with
   CHECK(parse("%YAML 1.2\n---\n" + kValid + "...\n# end\n").id == parse(kValid).id);
   // A stray ',' first: yaml-cpp 0.7's LoadAll allocated without bound; now a plain error.
   CHECK_THROWS_WITH(parse(",\na: 1\n"), Catch::Contains("expected a mapping of test-case fields"));
+}
+
+TEST_CASE("aliases are checked once: a recursive alias and an alias bomb are errors at once", "[loader][hostile]") {
+  // Segfaulted (the duplicate-key walk recursed through the cycle until the stack ran out).
+  CHECK_THROWS_WITH(parse("schema: 1\nid: recursive\na: &a {b: *a}\n"),
+                    Catch::Contains("case.yaml:3:11: a.b: alias *a refers to a node that contains it"));
+  CHECK_THROWS_WITH(parse("schema: 1\nid: recursive\na: &a [1, [*a]]\n"),
+                    Catch::Contains("a[1][0]: alias *a refers to a node that contains it"));
+  // Fan-out: each level lists the previous one ten times, 10^10 nodes expanded. The walk
+  // took minutes at depth 8 with a fan-out of two; this must fail fast with the limit named.
+  std::string bomb = "schema: 1\nid: bomb\nl0: &l0 [x, x, x, x, x, x, x, x, x, x]\n";
+  for (int i = 1; i < 10; ++i) {
+    bomb += "l" + std::to_string(i) + ": &l" + std::to_string(i) + " [";
+    for (int k = 0; k < 10; ++k) bomb += (k ? ", *l" : "*l") + std::to_string(i - 1);
+    bomb += "]\n";
+  }
+  const auto start = std::chrono::steady_clock::now();
+  CHECK_THROWS_WITH(parse(bomb), Catch::Contains("case.yaml:7:") &&
+                                     Catch::Contains("larger than 100000 nodes with its aliases expanded"));
+  CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(1));
+  // Depth is bounded before yaml-cpp's recursive parser can exhaust the stack.
+  CHECK_THROWS_WITH(parse("schema: 1\nid: deep\nprobe: " + std::string(100000, '[') + std::string(100000, ']') + "\n"),
+                    Catch::Contains("case.yaml:3:") && Catch::Contains("nested deeper than 64 levels"));
+  // Keys stay plain strings: an alias is not one, nor an empty key.
+  CHECK_THROWS_WITH(parse("schema: 1\nk: &k id\n*k : x\n"), Catch::Contains("keys must be plain strings, got an alias"));
+  // Ordinary aliases still load, and duplicates inside an anchored map are still found.
+  CHECK(parse(edit("  seed: 7\n", "  seed: &s 7\n")).probe.seed == 7);
+  CHECK_NOTHROW(parse(edit("profiles:\n  smoke:\n    probe: {shape: {tokens: 8}}\n",
+                           "profiles:\n  smoke:\n    probe: &small {shape: {tokens: 8}}\n  ci:\n    probe: *small\n")));
+  CHECK_THROWS_WITH(parse(edit("  seed: 7\n", "  seed: 7\n  extra: &w {kind: a, kind: b}\n")),
+                    Catch::Contains("probe.extra.kind: duplicate key (first at line 12)"));
+}
+
+TEST_CASE("invalid UTF-8 and control characters are refused at load with line and column", "[loader][hostile]") {
+  // Ran, then the JSON result could not be written: the nightly ended with an internal error.
+  CHECK_THROWS_WITH(parse(edit("mechanism: a sentence", "mechanism: a sent\xff" "ence")),
+                    Catch::Contains("case.yaml:5:18: byte 0xFF is not valid UTF-8"));
+  CHECK_THROWS_WITH(parse(edit("mechanism: a sentence", "mechanism: a \xc0\xae")), Catch::Contains("byte 0xC0 is not valid UTF-8"));
+  CHECK_THROWS_WITH(parse(edit("mechanism: a sentence", "mechanism: \xed\xa0\x80")), Catch::Contains("byte 0xED is not valid UTF-8"));
+  CHECK_THROWS_WITH(parse(edit("mechanism: a sentence", "mechanism: truncated \xe2\x82")), Catch::Contains("not valid UTF-8"));
+  CHECK_THROWS_WITH(parse(edit("mechanism: a sentence", "mechanism: \"bell \x07\"")),
+                    Catch::Contains("case.yaml:5:18: control character 0x07 is not allowed"));
+  // Real UTF-8 (accents, a bidi override, which terminals get escaped) is text.
+  CHECK(parse(edit("mechanism: a sentence", "mechanism: caf\xc3\xa9 \xe2\x80\xae")).mechanism == "caf\xc3\xa9 \xe2\x80\xae");
 }
 
 TEST_CASE("a probe shift that swamps the spread in W is refused", "[loader]") {
