@@ -4,6 +4,7 @@
 #include <fmt/ranges.h>  // fmt::join (in format.h up to fmt 10, in ranges.h since 11)
 
 #include <algorithm>
+#include <cctype>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -28,10 +29,31 @@ struct DocOptions {
   std::string output;
 };
 
+// A table cell of Markdown: `|` would end the cell, a newline the row, and Markdown passes
+// raw HTML through (a mechanism `<script>` or `<img onerror>` would be live on a rendered
+// docs page), so `&`, `<` and `>` become entities.
 std::string cell(std::string s) {
   std::string out;
-  for (char c : s) out += c == '|' ? std::string("\\|") : c == '\n' ? std::string(" ") : std::string(1, c);
+  for (char c : s) {
+    switch (c) {
+      case '|': out += "\\|"; break;
+      case '\n': out += " "; break;
+      case '&': out += "&amp;"; break;
+      case '<': out += "&lt;"; break;
+      case '>': out += "&gt;"; break;
+      default: out += c;
+    }
+  }
   return out;
+}
+
+// An http(s) URL that can stand as a Markdown link destination as it is: no space, quote,
+// angle bracket, backslash or parenthesis that would end it early.
+bool is_plain_web_link(const std::string& url) {
+  std::string head;
+  for (char c : url.substr(0, 8)) head += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  const auto rest = head.rfind("https://", 0) == 0 ? 8u : head.rfind("http://", 0) == 0 ? 7u : 0u;
+  return rest > 0 && url.size() > rest && url.find_first_of(" \t\r\n\"'<>()[]\\`|") == std::string::npos;
 }
 
 std::string expected_text(const contract::Expectation& e) {
@@ -52,6 +74,8 @@ std::string expected_with_releases(const contract::TestCase& c) {
 }
 
 std::string short_ref(const std::string& url) {
+  // Anything but a web link is text: `javascript:` or `data:` must not become a live link.
+  if (!is_plain_web_link(url)) return cell(url);
   // github.com/owner/repo/pull/123 -> owner/repo#123; other URLs as their host/path.
   const std::string gh = "https://github.com/";
   if (url.rfind(gh, 0) == 0) {

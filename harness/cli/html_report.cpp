@@ -5,6 +5,10 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
+#include <cerrno>
+#include <cstring>
+#include <stdexcept>
 #include <cmath>
 #include <fstream>
 #include <limits>
@@ -43,6 +47,14 @@ std::string esc(const std::string& s) {
   return out;
 }
 
+// An http(s) URL with a host, case-insensitive in the scheme as browsers read it.
+bool is_web_link(const std::string& s) {
+  std::string head;
+  for (char c : s.substr(0, 8)) head += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  const auto rest = head.rfind("https://", 0) == 0 ? 8u : head.rfind("http://", 0) == 0 ? 7u : 0u;
+  return rest > 0 && s.size() > rest && s.find_first_of(" \t\r\n\"<>\\") == std::string::npos;
+}
+
 std::string num(const nlohmann::json& j) {
   if (j.is_number()) return stats::format_number(j.get<double>());
   if (j.is_string()) return j.get<std::string>();
@@ -66,11 +78,18 @@ std::string badge(const std::string& verdict) {
   return "<span class=\"badge " + cls + "\">" + esc(verdict.empty() ? "-" : verdict) + "</span>";
 }
 
-// A gnuplot string literal: single quotes, doubled inside.
-std::string gq(const std::string& s) {
-  std::string out = "'";
-  for (char c : s) out += c == '\'' ? std::string("''") : std::string(1, c);
-  return out + "'";
+// A file of the plots folder, named in a gnuplot script. Only its name goes into the script
+// (gnuplot runs in that folder, run_gnuplot): the folder's path is the user's, or derived
+// from a run id, and a newline in it ended the quoted string and ran the next line as a
+// gnuplot command (`!touch FILE`). The names are control stems (store::safe_file_name) with
+// fixed suffixes, so nothing but [A-Za-z0-9._-] reaches the script; anything else is a bug.
+std::string gp_file(const std::string& path) {
+  const std::string name = fs::path(path).filename().string();
+  const bool plain = !name.empty() && name[0] != '.' && std::all_of(name.begin(), name.end(), [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == '.';
+  });
+  if (!plain) throw std::logic_error("html_report: plot file name '" + name + "' is not a plain file name");
+  return "'" + name + "'";
 }
 
 constexpr const char* kStyle = R"(
@@ -95,19 +114,26 @@ std::string page(const std::string& title, const std::string& body) {
          "</title><style>" + kStyle + "</style></head><body>\n" + body + "\n</body></html>\n";
 }
 
-// Runs gnuplot on a script; false (with the reason) when it cannot.
+// Runs gnuplot on a script in the plots folder, from inside that folder (the script names
+// its files relative to it, gp_file); false (with the reason) when it cannot.
 bool run_gnuplot(const fs::path& script, std::string& why) {
   pid_t pid = 0;
-  const std::string s = script.string();
-  char* argv[] = {const_cast<char*>("gnuplot"), const_cast<char*>(s.c_str()), nullptr};
-  if (posix_spawnp(&pid, "gnuplot", nullptr, nullptr, argv, environ) != 0) {
-    why = "gnuplot is not installed (apt-get install gnuplot-nox); the pages carry the numbers without plots";
+  const std::string dir = script.parent_path().string(), name = script.filename().string();
+  char* argv[] = {const_cast<char*>("gnuplot"), const_cast<char*>(name.c_str()), nullptr};
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addchdir_np(&actions, dir.empty() ? "." : dir.c_str());
+  const int rc = posix_spawnp(&pid, "gnuplot", &actions, nullptr, argv, environ);
+  posix_spawn_file_actions_destroy(&actions);
+  if (rc != 0) {
+    why = rc == ENOENT ? "gnuplot is not installed (apt-get install gnuplot-nox); the pages carry the numbers without plots"
+                       : "gnuplot could not be started in " + dir + ": " + std::strerror(rc);
     return false;
   }
   int status = 0;
   ::waitpid(pid, &status, 0);
   if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-    why = "gnuplot failed on " + s;
+    why = "gnuplot failed on " + script.string();
     return false;
   }
   return true;
@@ -169,7 +195,7 @@ ControlPlots plan_plots(const nlohmann::json& r, const std::vector<double>& khat
         const double p = gpd_survival(x, u, xi, sigma, zeta);
         if (p > 0) d << fmt::format("{:.17g} {:.17g}\n", x, p);
       }
-      curve = ", " + gq(data("gpd")) + " using 1:2 with lines lw 2 lc rgb '#1f5fbf' title 'fitted GPD above u'";
+      curve = ", " + gp_file(data("gpd")) + " using 1:2 with lines lw 2 lc rgb '#1f5fbf' title 'fitted GPD above u'";
       gp << fmt::format("set arrow from {0},graph 0 to {0},graph 1 nohead dt 3 lc rgb '#555555'\n", u);
       gp << fmt::format("set label 'u' at {},graph 0.96 offset 0.3,0 noenhanced\n", u);
       if (finite(tail.at("r_T"))) {
@@ -188,10 +214,10 @@ ControlPlots plan_plots(const nlohmann::json& r, const std::vector<double>& khat
     gp << fmt::format("set arrow from {0},graph 0 to {0},graph 1 nohead lw 2 dt 2 lc rgb '#c02020'\n", fail_k);
     gp << fmt::format("set label 'fail_K' at {},graph 0.12 offset 0.3,0 tc rgb '#c02020' noenhanced\n", fail_k);
     gp << fmt::format("set arrow from graph 0,first {0} to graph 1,first {0} nohead dt 4 lc rgb '#777777'\n", 1.0 / horizon);
-    gp << "set output " << gq((dir / svg("tail")).string()) << "\nset logscale y\nset format y '10^{%L}'\n"
+    gp << "set output " << gp_file((dir / svg("tail")).string()) << "\nset logscale y\nset format y '10^{%L}'\n"
        << "set xlabel 'K-hat  (production error minus 1 ULP, over reference error)'\nset ylabel 'P(K-hat > x)'\n"
        << fmt::format("set xrange [0:{}]\nset yrange [{}:1.2]\n", x_max, std::min(0.5 / R, 0.2 / horizon))
-       << "plot " << gq(data("tail")) << " using 1:2 with points pt 7 ps 0.45 lc rgb '#444444' title 'replicates'"
+       << "plot " << gp_file(data("tail")) << " using 1:2 with points pt 7 ps 0.45 lc rgb '#444444' title 'replicates'"
        << curve << "\nunset arrow\nunset label\nunset logscale y\nunset format y\nset format y '% g'\nset autoscale\n";
     plots.figures.push_back(
         {svg("tail"),
@@ -233,10 +259,10 @@ ControlPlots plan_plots(const nlohmann::json& r, const std::vector<double>& khat
         fitted ? fmt::format("set arrow from {0},graph 0 to {0},graph 1 nohead dt 3 lc rgb '#555555'\n", tail.at("u").get<double>())
                : std::string();
     if (mrl_rows >= 2) {
-    gp << u_line << "set output " << gq((dir / svg("mrl")).string()) << "\n"
+    gp << u_line << "set output " << gp_file((dir / svg("mrl")).string()) << "\n"
        << "set xlabel 'threshold v (K-hat)'\nset ylabel 'mean excess  E[K-hat - v | K-hat > v]'\n"
-       << "plot " << gq(data("mrl")) << " using 1:3:4 with filledcurves lc rgb '#cfe0f5' title '95 % band', "
-       << gq(data("mrl")) << " using 1:2 with linespoints pt 7 ps 0.5 lc rgb '#1f5fbf' title 'mean excess'\nunset arrow\n";
+       << "plot " << gp_file(data("mrl")) << " using 1:3:4 with filledcurves lc rgb '#cfe0f5' title '95 % band', "
+       << gp_file(data("mrl")) << " using 1:2 with linespoints pt 7 ps 0.5 lc rgb '#1f5fbf' title 'mean excess'\nunset arrow\n";
     plots.figures.push_back(
         {svg("mrl"),
          "Mean residual life. Above a threshold where a GPD fits, the mean excess is linear in v (slope ξ/(1-ξ); "
@@ -244,11 +270,11 @@ ControlPlots plan_plots(const nlohmann::json& r, const std::vector<double>& khat
          "should be close to a straight line from there on."});
     }
     if (stab_rows >= 2) {
-    gp << u_line << "set output " << gq((dir / svg("stability")).string()) << "\n"
+    gp << u_line << "set output " << gp_file((dir / svg("stability")).string()) << "\n"
        << "set multiplot layout 2,1\nset xlabel ''\nset ylabel 'shape ξ (free fit)'\n"
-       << "plot " << gq(data("stability")) << " using 1:2 with linespoints pt 7 ps 0.5 lc rgb '#1f5fbf' notitle, 0 dt 2 lc rgb '#999999' notitle\n"
+       << "plot " << gp_file(data("stability")) << " using 1:2 with linespoints pt 7 ps 0.5 lc rgb '#1f5fbf' notitle, 0 dt 2 lc rgb '#999999' notitle\n"
        << "set xlabel 'threshold v (K-hat)'\nset ylabel 'modified scale σ - ξv'\n"
-       << "plot " << gq(data("stability")) << " using 1:3 with linespoints pt 7 ps 0.5 lc rgb '#1f5fbf' notitle\n"
+       << "plot " << gp_file(data("stability")) << " using 1:3 with linespoints pt 7 ps 0.5 lc rgb '#1f5fbf' notitle\n"
        << "unset multiplot\nunset arrow\n";
     plots.figures.push_back(
         {svg("stability"),
@@ -272,10 +298,10 @@ ControlPlots plan_plots(const nlohmann::json& r, const std::vector<double>& khat
       hi = std::max({hi, model, exc[i]});
     }
     d.close();
-    gp << "set output " << gq((dir / svg("qq")).string()) << "\n"
+    gp << "set output " << gp_file((dir / svg("qq")).string()) << "\n"
        << "set xlabel 'fitted GPD quantile of K-hat - u'\nset ylabel 'observed K-hat - u'\n"
        << fmt::format("set xrange [0:{0}]\nset yrange [0:{0}]\n", hi * 1.05)
-       << "plot " << gq(data("qq")) << " using 1:2 with points pt 7 ps 0.5 lc rgb '#444444' title 'exceedances', "
+       << "plot " << gp_file(data("qq")) << " using 1:2 with points pt 7 ps 0.5 lc rgb '#444444' title 'exceedances', "
        << "x dt 2 lc rgb '#1f5fbf' title 'y = x'\nset autoscale\n";
     plots.figures.push_back(
         {svg("qq"),
@@ -313,7 +339,7 @@ ControlPlots plan_plots(const nlohmann::json& r, const std::vector<double>& khat
   }
   if (points > 0) {
     const double c = th.value("c", 0.3), cm = th.value("c_magnitude", 0.2), s_min = th.value("s_min", 0.2);
-    gp << "set output " << gq((dir / svg("bias")).string()) << "\nset logscale xy\n"
+    gp << "set output " << gp_file((dir / svg("bias")).string()) << "\nset logscale xy\n"
        << fmt::format("set xrange [{}:{}]\nset yrange [{}:{}]\n", std::min(x_lo, cm) / 3, std::max(x_hi, c) * 3,
                       std::min(y_lo, s_min) / 3, std::max(y_hi, s_min) * 3)
        << "set xlabel '|mean difference| in ULPs of the bucket (ULP effect)'\nset ylabel '|mean| / sd (standardized effect)'\n"
@@ -329,7 +355,7 @@ ControlPlots plan_plots(const nlohmann::json& r, const std::vector<double>& khat
     for (int stat = 0; stat < 2; ++stat) {
       for (int v = 0; v < 3; ++v) {
         if (group_points[stat * 3 + v] == 0) continue;  // an empty series only makes gnuplot warn
-        gp << (first ? "" : ", ") << gq(group_file(stat * 3 + v)) << " using 1:2 with points pt "
+        gp << (first ? "" : ", ") << gp_file(group_file(stat * 3 + v)) << " using 1:2 with points pt "
            << (stat == 0 ? 7 : 6) << " ps 0.7 lc rgb '" << colours[v] << "' title '" << (stat == 0 ? "signed " : "magnitude ")
            << names[v] << "'";
         first = false;
@@ -356,8 +382,8 @@ std::string history_plot(const std::vector<HistoryPoint>& h, const fs::path& dir
   d.close();
   if (h.size() < 2) return "";
   const std::string file = stem + "-history.svg";
-  gp << "set output " << gq((dir / file).string()) << "\nset xlabel 'run (oldest first)'\nset ylabel 'U'\nset y2label 'max |z|'\n"
-     << "set ytics nomirror\nset y2tics\nplot " << gq((dir / (stem + "-history.dat")).string())
+  gp << "set output " << gp_file((dir / file).string()) << "\nset xlabel 'run (oldest first)'\nset ylabel 'U'\nset y2label 'max |z|'\n"
+     << "set ytics nomirror\nset y2tics\nplot " << gp_file((dir / (stem + "-history.dat")).string())
      << " using 1:2 with linespoints pt 7 lc rgb '#1f5fbf' title 'U (variance)' axes x1y1, '' using 1:3 with linespoints pt 6 "
         "lc rgb '#c02020' title 'max |z| (bias)' axes x1y2\nunset y2tics\nunset y2label\nset ytics mirror\n";
   return file;
@@ -477,7 +503,10 @@ HtmlReportSummary write_html_report(const HtmlReportInput& input, const fs::path
     body << "<h2>References</h2><ul>";
     for (const auto& ref : r.value("references", nlohmann::json::array())) {
       const std::string link = ref.is_string() ? ref.get<std::string>() : ref.dump();
-      body << "<li><a href=\"" << esc(link) << "\">" << esc(link) << "</a></li>";
+      // Only web references become links: a `javascript:` or `data:` reference in a case
+      // file (or a crafted result) would otherwise run in whoever opens the published site.
+      if (is_web_link(link)) body << "<li><a href=\"" << esc(link) << "\">" << esc(link) << "</a></li>";
+      else body << "<li>" << esc(link) << "</li>";
     }
     body << "</ul>\n<h2>Gates</h2><table>";
     for (const char* g : {"algebra", "bias", "variance"})
@@ -542,15 +571,18 @@ HtmlReportSummary write_html_report(const HtmlReportInput& input, const fs::path
          << "; LibTorch " << esc(text(r.value("provenance", nlohmann::json::object()), "torch_version")) << " on "
          << esc(text(r.value("provenance", nlohmann::json::object()), "device")) << "</p>\n";
     body << "<h2>Case file</h2>\n";
+    // From the text the result carries, never from the file `source` names: a result comes
+    // from a report folder or the database, which anyone who can write either can craft, and
+    // opening its path published that file (`source: /etc/shadow` as root, /proc/self/environ
+    // with KCERT_DB's password) or blocked on a FIFO forever.
     const std::string source = text(r, "source");
-    std::ifstream yaml(source);
-    if (yaml) {
-      std::stringstream ss;
-      ss << yaml.rdbuf();
-      store::write_text_file((out / "yaml" / (stem + ".yaml")).string(), ss.str());
-      body << "<p><a href=\"yaml/" << esc(stem) << ".yaml\">" << esc(source) << "</a></p><pre>" << esc(ss.str()) << "</pre>\n";
+    if (r.contains("case_text") && r.at("case_text").is_string()) {
+      const std::string yaml = r.at("case_text").get<std::string>();
+      store::write_text_file((out / "yaml" / (stem + ".yaml")).string(), yaml);
+      body << "<p><a href=\"yaml/" << esc(stem) << ".yaml\">" << esc(source) << "</a></p><pre>" << esc(yaml) << "</pre>\n";
     } else {
-      body << "<p>" << esc(source.empty() ? "no source path recorded" : source + " is not readable here") << "</p>\n";
+      body << "<p>" << esc(source.empty() ? std::string("no case file recorded") : source)
+           << ": the result carries no case text (written by a kcert before case_text was stored)</p>\n";
     }
     store::write_text_file((out / (stem + ".html")).string(), page("kcert: " + id, body.str()));
     ++summary.pages;

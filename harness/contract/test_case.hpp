@@ -74,7 +74,11 @@ struct SweepSetting {
 };
 
 struct TestCase {
-  std::string source;   // file path
+  std::string source;   // file path (a label: nothing reopens it, see `text`)
+  // The case file's text as the loader read it. Results carry it (`case_text`), and the
+  // report renders it from there: a path in a result names a file on whichever machine
+  // wrote it, and reopening it published whatever that path held (/etc/shadow as root).
+  std::string text;
   std::string id;
   Kind kind = Kind::positive;
   std::string family;

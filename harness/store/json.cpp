@@ -176,6 +176,9 @@ nlohmann::json to_json(const engine::CaseResult& r) {
   j["kind"] = std::string(contract::to_string(tc.kind));
   j["family"] = tc.family;
   j["source"] = tc.source;
+  // The text that ran, so the report (and anyone reading the database) shows it without
+  // reopening `source`, a path on the machine that ran the case.
+  j["case_text"] = tc.text;
   j["profile"] = tc.profile;
   j["verdict"] = !r.error.empty() ? "ERROR" : !r.skipped.empty() ? "SKIP" : verdict(r.verdict);
   j["replicates"] = r.replicates;
@@ -360,7 +363,9 @@ std::string safe_file_name(const std::string& id) {
 }
 
 void write_json_file(const std::string& path, const nlohmann::json& document) {
-  write_text_file(path, document.dump(2) + "\n");
+  // Invalid UTF-8 (refused at load; a plugin's message may still carry some) becomes U+FFFD
+  // instead of an exception after the case has run.
+  write_text_file(path, document.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n");
 }
 
 }  // namespace kcert::store

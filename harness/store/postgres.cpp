@@ -309,7 +309,7 @@ bool ResultStore::store_result(const nlohmann::json& run, const nlohmann::json& 
         r.at("reference").at("variant").get<std::string>(), r.at("reference").at("version").get<std::string>(),
         r.at("production").at("variant").get<std::string>(), r.at("production").at("version").get<std::string>(), verdict,
         pa.c(), pb.c(), pv.c(), detected.c(), false_alarm.c(), r.value("replicates", std::uint64_t{0}), seed.c(), u.c(), z.c(),
-        thresholds.dump(), duration.c(), err.c(), r.dump(), calibration.c(), skip_reason.c());
+        thresholds.dump(), duration.c(), err.c(), r.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace), calibration.c(), skip_reason.c());
     if (inserted.empty()) return false;  // this run already holds this case: nothing to add
     const auto result_id = inserted[0][0].as<long long>();
 

@@ -62,13 +62,9 @@ nlohmann::json run_record(const RunInfo& run) {
 
 nlohmann::json result_record(const RunInfo& run, const engine::CaseResult& result) {
   const auto& tc = result.testcase;
-  std::string yaml;
-  {
-    std::ifstream in(tc.source, std::ios::binary);
-    std::stringstream buffer;
-    buffer << in.rdbuf();
-    yaml = buffer.str();
-  }
+  // The hash of the text that ran (kept in the result as case_text), not of whatever the
+  // file holds by the time the record is written.
+  const std::string& yaml = tc.text;
   nlohmann::json khat = nlohmann::json::array();
   for (double k : result.variance.khat) khat.push_back(json_number(k));
   return {{"format", "kcert-spool/1"}, {"type", "result"},
@@ -113,7 +109,9 @@ SpoolWriter::~SpoolWriter() {
 }
 
 void SpoolWriter::append(const nlohmann::json& record) {
-  const std::string line = record.dump() + "\n";
+  // Replace, not throw: the loader refuses invalid UTF-8, and a stray byte from elsewhere (a
+  // plugin's exception text) must cost one U+FFFD, not the record and the rest of the run.
+  const std::string line = record.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
   if (std::fwrite(line.data(), 1, line.size(), file_) != line.size() || std::fflush(file_) != 0 ||
       ::fsync(::fileno(file_)) != 0) {
     throw std::runtime_error(path_ + ": cannot write spool record");

@@ -903,6 +903,7 @@ TestCase parse_testcase(const std::string& text, const std::string& source, cons
   YAML::Node doc = parse_yaml(text, source);
   if (!doc.IsMap()) reader.fail(doc, "(document)", "expected a mapping of test-case fields");
   TestCase tc = read_document(reader, doc, families, profile);
+  tc.text = text;
   expand_sweep(reader, text, source, families, tc);
   // Validate every other profile now: a typo in the CI profile must not wait for CI. And
   // the base contract under a profile: a smoke run whose profile overrides a broken field

@@ -1,0 +1,71 @@
+#!/usr/bin/env bash
+# The report as an attack surface (issue 34), with the real gnuplot:
+#  - a result's `source` names a secret file, a FIFO, /proc/self/environ: the report renders
+#    the case text the result carries and never opens the path (it published the file, and
+#    hung forever on the FIFO);
+#  - an output folder whose name holds a quote, a newline and `!touch FILE` (gnuplot ran the
+#    line after the newline as a command); a run id like that is refused;
+#  - `javascript:`/`data:` references and raw HTML stay text in the HTML and in controls-doc.
+#   test_report_hostile.sh KCERT_BINARY SOURCE_DIR
+set -euo pipefail
+kcert=$1 src=$2
+work=$(mktemp -d /tmp/kcert-report-hostile.XXXXXX)
+trap 'rm -rf "$work"' EXIT
+cd "$work"
+fail() { echo "FAILED: $*" >&2; exit 1; }
+command -v gnuplot >/dev/null || fail "needs gnuplot (scripts/install-deps.sh --tests)"
+export KCERT_HOME=$work/.kcert
+
+echo "SECRET-MARKER-7c1e" >secret.txt
+chmod 600 secret.txt
+mkfifo fifo
+"$kcert" nightly "$src/tests/hostile/report/hostile_links.yaml" --no-db --report night --quiet \
+  >out.txt 2>&1 || { [[ $? == 1 ]] || { cat out.txt >&2; fail "nightly"; }; }
+
+# A crafted folder: the result's source points at the secret, a copy of it at the FIFO and at
+# /proc/self/environ (with a password in the environment), one without case_text at all.
+KCERT_TEST_PASSWORD=ENV-SECRET-55aa /usr/bin/python3 - <<'PY'
+import json, os
+d = json.load(open("night/results.json"))
+r = d["results"][0]
+r["source"] = os.path.abspath("secret.txt")
+fifo = json.loads(json.dumps(r)); fifo["id"] = "via_fifo"; fifo["source"] = os.path.abspath("fifo")
+env = json.loads(json.dumps(r)); env["id"] = "via_environ"; env["source"] = "/proc/self/environ"; del env["case_text"]
+d["results"] += [fifo, env]
+json.dump(d, open("night/results.json", "w"))
+PY
+hostile_out="$work/out'
+!touch $work/pwned
+'"
+KCERT_TEST_PASSWORD=ENV-SECRET-55aa timeout 60 "$kcert" report night --no-db --out "$hostile_out" >report.txt 2>&1 ||
+  { cat report.txt >&2; fail "kcert report on the crafted folder (exit $?; 124: it hung)"; }
+[[ ! -e $work/pwned ]] || fail "gnuplot ran a command from the folder name"
+ls "$hostile_out"/plots/*.svg >/dev/null 2>&1 || fail "no plots drawn in a folder with a newline in its name"
+grep -rq "SECRET-MARKER\|ENV-SECRET" "$hostile_out" && fail "the report published a file named by a result's source"
+page="$hostile_out/hostile_links.html"
+grep -q "schema: 1" "$page" || fail "the case text the result carries is not shown"
+grep -q "carries no case text" "$hostile_out/via_environ.html" || fail "a result without case_text does not say so"
+
+# Links only for http(s); raw HTML escaped.
+grep -qi 'href="javascript:\|href="data:' "$page" && fail "a javascript:/data: reference became a link"
+grep -q '<a href="https://example.org/a-real-reference">' "$page" || fail "the https reference is not a link"
+grep -q "<script>\|<img src=x" "$page" && fail "raw HTML from the case reached the page"
+grep -q "&lt;script&gt;alert" "$page" || fail "the mechanism is not shown escaped"
+
+"$kcert" controls-doc "$src/tests/hostile/report/hostile_links.yaml" >controls.md
+grep -qi '](javascript:\|](data:' controls.md && fail "controls-doc made a javascript:/data: link"
+grep -q "<script>\|<img src=x" controls.md && fail "controls-doc passed raw HTML into Markdown"
+grep -q "&lt;script&gt;" controls.md || fail "controls-doc does not show the mechanism escaped"
+grep -q "(https://example.org/a-real-reference)" controls.md || fail "controls-doc lost the https link"
+
+# A run id becomes a folder and a spool name: one with a newline or a '/' is refused.
+for bad in $'x\n!touch '"$work"'/pwned' "../escape" ""; do
+  set +e
+  "$kcert" nightly --no-db --run-id "$bad" "$src/tests/hostile/report/hostile_links.yaml" >bad.txt 2>&1
+  rc=$?
+  set -e
+  [[ $rc == 2 ]] || { cat bad.txt >&2; fail "run id '$bad' was accepted (exit $rc)"; }
+  grep -q "a run id is 1-128 characters" bad.txt || { cat bad.txt >&2; fail "run id '$bad': no reason given"; }
+done
+[[ ! -e $work/pwned && ! -e $work/.kcert/escape.jsonl ]] || fail "a refused run id left a file"
+echo "hostile report test passed"
