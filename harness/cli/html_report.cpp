@@ -437,8 +437,11 @@ std::string environment_words_if_here(const std::vector<std::string>& fingerprin
 HtmlReportSummary write_html_report(const HtmlReportInput& input, const fs::path& out) {
   HtmlReportSummary summary;
   const auto& doc = input.results;
-  fs::create_directories(out / "plots");
-  fs::create_directories(out / "yaml");
+  // Refused when another user owns or may write them: the plot data and gnuplot's SVGs are
+  // opened by name inside, and only a folder of kcert's own user keeps links out of them.
+  store::make_private_directories(out.string());
+  store::make_private_directories((out / "plots").string());
+  store::make_private_directories((out / "yaml").string());
   const auto results = doc.value("results", nlohmann::json::array());
   bool plots_ok = true;
 

@@ -2,6 +2,7 @@
 // line and dispatches to the commands of harness/cli/.
 #include <CLI/CLI.hpp>
 
+#include <csignal>
 #include <cstdlib>
 #include <iostream>
 
@@ -24,6 +25,10 @@
 
 int main(int argc, char** argv) {
   kcert::numerics::configure_allocator();
+  // Past a file-size limit (ulimit -f, a Slurm or systemd LimitFSIZE) the kernel sends
+  // SIGXFSZ, which killed a nightly with no message; ignored, the write fails with EFBIG and
+  // the checked writes say which file and why.
+  std::signal(SIGXFSZ, SIG_IGN);
   CLI::App app{
       "kcert " KCERT_VERSION " - certifies kernel migrations numerically.\n"
       "For each operator it asks three questions of a (reference, production) kernel pair:\n"

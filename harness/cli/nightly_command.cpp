@@ -125,7 +125,10 @@ int report(const NightlyData& d, const std::string& report_dir, bool quiet) {
 
   // Report folder: summary.md, results.json, tails/<case>.csv.
   const std::filesystem::path dir(report_dir);
-  std::filesystem::create_directories(dir / "tails");
+  // Refused when another user owns or may write it (kcert often runs as root: a folder
+  // someone else prepared could turn its writes into writes through their links).
+  store::make_private_directories(dir.string());
+  store::make_private_directories((dir / "tails").string());
   {
     std::ostringstream md;
     md << "# kcert nightly " << d.run_id << "\n\n";

@@ -11,6 +11,7 @@
 #include <cctype>
 #include <cerrno>
 #include <cstring>
+#include <filesystem>
 #include <functional>
 
 #include <cmath>
@@ -309,8 +310,10 @@ namespace {
 // document).
 bool is_stream_target(const std::string& path) {
   if (path == "-" || path.rfind("/dev/", 0) == 0 || path.rfind("/proc/", 0) == 0) return true;
+  // lstat: a link at PATH is replaced by the rename, never written through (a link to a
+  // device or FIFO planted by another user would otherwise be opened and written).
   struct stat st {};
-  return ::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode);
+  return ::lstat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode) && !S_ISLNK(st.st_mode);
 }
 
 void write_all(int fd, const std::string& content, const std::function<void(const std::string&)>& fail) {
@@ -337,15 +340,29 @@ void write_text_file(const std::string& path, const std::string& content) {
   }
   // Checked at every step: an ofstream reports a full disk only when its buffer is flushed
   // at close, which nobody checks (a tail CSV kept 4096 of 13,423 bytes and the nightly
-  // exited 0). Written to PATH.tmp and renamed, so a failure leaves the old file or none.
-  const std::string tmp = path + ".tmp";
+  // exited 0). Written to a temporary and renamed, so a failure leaves the old file or none.
+  // mkostemp creates the temporary with O_EXCL under a fresh name: a link planted at a
+  // predictable PATH.tmp is never opened (O_EXCL does not follow a final link).
+  std::string tmp = path + ".tmp.XXXXXX";
+  const int fd = ::mkostemp(tmp.data(), O_CLOEXEC);
+  if (fd < 0) throw WriteError(path + ": cannot create a temporary beside it: " + std::strerror(errno));
   const auto fail = [&](const std::string& what) {
     const std::string reason = std::strerror(errno);
-    std::remove(tmp.c_str());
+    ::unlink(tmp.c_str());  // ours: created by mkostemp above
     throw WriteError(path + ": " + what + ": " + reason);
   };
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) fail("cannot create");
+  // mkostemp makes it 0600; kcert's files are as readable as the umask lets them be, as they
+  // were with open(0644). The umask can only be read by setting it: done once, on the first
+  // write (before any thread of a run creates files).
+  static const mode_t mask = [] {
+    const mode_t m = ::umask(0);
+    ::umask(m);
+    return m;
+  }();
+  if (::fchmod(fd, 0644 & ~mask) != 0) {
+    ::close(fd);
+    fail("cannot set the mode of " + tmp);
+  }
   write_all(fd, content, fail);
   if (::fsync(fd) != 0) {
     ::close(fd);
@@ -358,8 +375,31 @@ void write_text_file(const std::string& path, const std::string& content) {
 std::string safe_file_name(const std::string& id) {
   std::string s;
   for (char c : id) s += (std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == '.') ? c : '_';
-  if (s.size() > 100) s = s.substr(0, 100) + "-" + sha256_hex(id).substr(0, 12);
+  if (!s.empty() && s[0] == '.') s[0] = '_';  // no hidden files, no "." or ".."
+  if (s.empty() || s != id || s.size() > 100) s = s.substr(0, 100) + "-" + sha256_hex(id).substr(0, 12);
   return s;
+}
+
+void make_private_directories(const std::string& dir) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) throw WriteError(dir + ": cannot create folder: " + ec.message());
+  // The folder itself, not what a trailing '/' would resolve it to.
+  std::string name = dir;
+  while (name.size() > 1 && name.back() == '/') name.pop_back();
+  struct stat st {};
+  if (::lstat(name.c_str(), &st) != 0) throw WriteError(dir + ": cannot inspect folder: " + std::strerror(errno));
+  if (S_ISLNK(st.st_mode))
+    throw WriteError(dir + ": is a symbolic link; kcert writes its files only into a real folder (name the folder itself)");
+  if (!S_ISDIR(st.st_mode)) throw WriteError(dir + ": is not a folder");
+  if (st.st_uid != ::geteuid())
+    throw WriteError(dir + ": owned by uid " + std::to_string(st.st_uid) + ", not by this user (uid " +
+                     std::to_string(::geteuid()) + "): its owner could replace kcert's files with links; use a folder of your own");
+  // A sticky folder (/tmp) is allowed: others may add names there but not replace kcert's,
+  // and kcert creates its files there only with O_EXCL or O_NOFOLLOW (a name taken by a
+  // link is an error, not a write through it).
+  if ((st.st_mode & S_IWOTH) && !(st.st_mode & S_ISVTX))
+    throw WriteError(dir + ": writable by every user: anyone could replace kcert's files with links; chmod o-w it or use another folder");
 }
 
 void write_json_file(const std::string& path, const nlohmann::json& document) {

@@ -31,10 +31,22 @@ class WriteError : public std::runtime_error {
  public:
   using std::runtime_error::runtime_error;
 };
+// The temporary is created with O_EXCL | O_NOFOLLOW under a fresh name (PATH.tmp.XXXXXX), and
+// the rename replaces a link at PATH rather than writing through it: run as root in a folder
+// someone else prepared, PATH.tmp used to be opened through their link (O_CREAT | O_TRUNC)
+// and a root-owned file was overwritten.
 void write_text_file(const std::string& path, const std::string& content);  // throws WriteError
-// A file name for a case id: unsafe characters replaced, and an id longer than 100
-// characters cut and suffixed with a hash of the whole id (a 5000-character id made a report
-// file silently absent: names are limited to 255 bytes).
+// Creates DIR (and its missing parents) for kcert's own files and refuses it (WriteError) when
+// it is a symbolic link, not a folder, owned by another user, or writable by every user
+// without the sticky bit (a sticky /tmp is fine: kcert's files there are created O_EXCL):
+// whoever controls the folder could swap the files kcert writes there for links between the
+// checks and the writes, so only the folder's owner (or root over its own) may hold them.
+void make_private_directories(const std::string& dir);
+// A file name for a case id: an id of [A-Za-z0-9._-] not starting with '.' as it is;
+// otherwise unsafe characters replaced and a hash of the whole id appended (`a/x` and `a_x`
+// shared one page and one tail file), and an id longer than 100 characters cut and suffixed
+// with that hash (a 5000-character id made a report file silently absent: names are
+// limited to 255 bytes).
 std::string safe_file_name(const std::string& id);
 void write_json_file(const std::string& path, const nlohmann::json& document);
 

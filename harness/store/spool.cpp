@@ -1,6 +1,8 @@
 #include "harness/store/spool.hpp"
 
+#include <fcntl.h>
 #include <sys/file.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -89,9 +91,24 @@ nlohmann::json finish_record(const RunInfo& run, const std::string& status) {
 
 SpoolWriter::SpoolWriter(const std::string& path) : path_(path) {
   const auto parent = std::filesystem::path(path).parent_path();
-  if (!parent.empty()) std::filesystem::create_directories(parent);
-  file_ = std::fopen(path.c_str(), "a");
-  if (!file_) throw std::runtime_error(path + ": cannot open spool file for writing: " + std::strerror(errno));
+  if (!parent.empty()) make_private_directories(parent.string());
+  // O_NOFOLLOW: records are appended to the spool file itself, never through a link planted
+  // at its name (they were appended to whatever file the link named).
+  const int fd = ::open(path.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0644);
+  if (fd < 0) {
+    throw std::runtime_error(path + (errno == ELOOP ? std::string(": is a symbolic link; the spool is written only to a file of its own")
+                                                     : ": cannot open spool file for writing: " + std::string(std::strerror(errno))));
+  }
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    ::close(fd);
+    throw std::runtime_error(path + ": is not a regular file; the spool is written only to a file of its own");
+  }
+  file_ = ::fdopen(fd, "a");
+  if (!file_) {
+    ::close(fd);
+    throw std::runtime_error(path + ": cannot open spool file for writing: " + std::strerror(errno));
+  }
   // One writer per spool (each shard has its own file): two runs started with one run id
   // used to interleave their records in it and both exit 0. The lock dies with the process.
   if (::flock(::fileno(file_), LOCK_EX | LOCK_NB) != 0) {
@@ -114,7 +131,8 @@ void SpoolWriter::append(const nlohmann::json& record) {
   const std::string line = record.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
   if (std::fwrite(line.data(), 1, line.size(), file_) != line.size() || std::fflush(file_) != 0 ||
       ::fsync(::fileno(file_)) != 0) {
-    throw std::runtime_error(path_ + ": cannot write spool record");
+    // errno says why (ENOSPC, EFBIG past a file-size limit: main ignores SIGXFSZ for this).
+    throw std::runtime_error(path_ + ": cannot write spool record: " + std::strerror(errno));
   }
 }
 

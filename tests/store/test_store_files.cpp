@@ -88,13 +88,61 @@ TEST_CASE("a write cut short by the disk is an error naming the bytes and the OS
   CHECK(WEXITSTATUS(status) == 0);
   // The OS's reason when the folder is missing.
   CHECK_THROWS_WITH(kcert::store::write_text_file("/nonexistent-kcert-dir/x.md", "x"),
-                    Catch::Contains("/nonexistent-kcert-dir/x.md: cannot create: No such file or directory"));
+                    Catch::Contains("/nonexistent-kcert-dir/x.md: cannot create a temporary beside it: No such file or directory"));
   kcert::store::write_text_file(path, "ok\n");
   std::ifstream in(path);
   std::string line;
   std::getline(in, line);
   CHECK(line == "ok");
   std::remove(path.c_str());
+}
+
+TEST_CASE("files are written beside links, never through them, and only into folders of kcert's own user", "[store][hostile]") {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::temp_directory_path() / ("kcert-test-links-" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  const auto victim = (dir / "victim").string();
+  kcert::store::write_text_file(victim, "precious\n");
+  const auto read = [](const fs::path& p) {
+    std::ifstream in(p);
+    return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  };
+  // The temporary's old fixed name and the target itself are links to the victim: it was
+  // opened O_CREAT | O_TRUNC through the first and overwritten.
+  fs::create_symlink(victim, dir / "report.md.tmp");
+  fs::create_symlink(victim, dir / "report.md");
+  kcert::store::write_text_file((dir / "report.md").string(), "report\n");
+  CHECK(read(victim) == "precious\n");
+  CHECK(!fs::is_symlink(dir / "report.md"));
+  CHECK(read(dir / "report.md") == "report\n");
+  // The spool appends to its own file only.
+  fs::create_symlink(victim, dir / "run.jsonl");
+  CHECK_THROWS_WITH(kcert::store::SpoolWriter((dir / "run.jsonl").string()), Catch::Contains("run.jsonl: is a symbolic link"));
+  CHECK(read(victim) == "precious\n");
+  // Folders: a link, or one every user may write, is refused; one of our own is fine.
+  fs::create_directories(dir / "real");
+  fs::create_directory_symlink(dir / "real", dir / "linked");
+  CHECK_THROWS_WITH(kcert::store::make_private_directories((dir / "linked").string() + "/"), Catch::Contains("is a symbolic link"));
+  fs::create_directories(dir / "open");
+  fs::permissions(dir / "open", fs::perms::all);
+  CHECK_THROWS_WITH(kcert::store::make_private_directories((dir / "open").string()), Catch::Contains("writable by every user"));
+  CHECK_NOTHROW(kcert::store::make_private_directories((dir / "open" / "mine").string()));
+  // Sticky, as /tmp: others cannot replace what kcert creates there (O_EXCL, O_NOFOLLOW).
+  fs::permissions(dir / "open", fs::perms::all | fs::perms::sticky_bit);
+  CHECK_NOTHROW(kcert::store::make_private_directories((dir / "open").string()));
+  fs::remove_all(dir);
+}
+
+TEST_CASE("case ids that differ get different file names, and none is hidden", "[store][hostile]") {
+  using kcert::store::safe_file_name;
+  CHECK(safe_file_name("n1_gemma_rmsnorm_offset_bf16") == "n1_gemma_rmsnorm_offset_bf16");
+  // `a/x` and `a_x` shared one page and one tail file.
+  CHECK(safe_file_name("a/x") != safe_file_name("a_x"));
+  CHECK(safe_file_name("a/x").rfind("a_x-", 0) == 0);
+  CHECK(safe_file_name("..")[0] != '.');
+  CHECK(safe_file_name(".hidden")[0] != '.');
+  CHECK(safe_file_name(std::string(5000, 'a')).size() <= 113);
 }
 
 TEST_CASE("a spool has one writer: a second one on the same file is refused with the reason", "[store]") {
