@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cstdlib>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -10,23 +11,32 @@ namespace kcert::store {
 
 namespace {
 
+// What libpq reads as a URI: exactly this prefix (case-sensitive, nothing before it).
 bool is_uri(const std::string& c) { return c.rfind("postgresql://", 0) == 0 || c.rfind("postgres://", 0) == 0; }
 
-// [begin, end) of the password inside the connection string, or {npos, npos}.
-std::pair<std::size_t, std::size_t> password_span(const std::string& c) {
+// Where a URI's authority starts, read leniently for redaction: after leading spaces and a
+// scheme in any case. libpq reads " postgresql://..." and "POSTGRESQL://..." as key=value
+// strings and echoes them whole in its error, password included.
+std::size_t lenient_authority(const std::string& c) {
+  std::size_t i = 0;
+  while (i < c.size() && std::isspace(static_cast<unsigned char>(c[i]))) ++i;
+  std::string head;
+  for (auto j = i; j < c.size() && j < i + 13; ++j) head += static_cast<char>(std::tolower(static_cast<unsigned char>(c[j])));
+  if (head.rfind("postgresql://", 0) == 0) return i + 13;
+  if (head.rfind("postgres://", 0) == 0) return i + 11;
+  return std::string::npos;
+}
+
+// The end of a URI's userinfo as libpq finds it: the first '@' before any '/' (libpq scans
+// for either), or npos when there is none.
+std::size_t userinfo_end(const std::string& c, std::size_t auth) {
+  const auto stop = c.find_first_of("@/", auth);
+  return stop != std::string::npos && c[stop] == '@' ? stop : std::string::npos;
+}
+
+// A key=value string's "password = value" spans, quoted or bare.
+void keyword_password_spans(const std::string& c, std::vector<std::pair<std::size_t, std::size_t>>& spans) {
   constexpr auto npos = std::string::npos;
-  if (is_uri(c)) {
-    const auto auth = c.find("://") + 3;
-    // The userinfo ends at the last '@' before the path; a malformed host may contain
-    // anything, so take the last '@' of the string before any '?'.
-    const auto query = c.find('?', auth);
-    const auto at = c.rfind('@', query == npos ? npos : query);
-    if (at == npos || at < auth) return {npos, npos};
-    const auto colon = c.find(':', auth);
-    if (colon == npos || colon > at) return {npos, npos};
-    return {colon + 1, at};
-  }
-  // key=value: "password", optional spaces, '=', optional spaces, then a quoted or bare value.
   for (std::size_t k = c.find("password"); k != npos; k = c.find("password", k + 1)) {
     if (k > 0 && !std::isspace(static_cast<unsigned char>(c[k - 1]))) continue;
     auto i = k + 8;
@@ -36,7 +46,8 @@ std::pair<std::size_t, std::size_t> password_span(const std::string& c) {
     while (i < c.size() && std::isspace(static_cast<unsigned char>(c[i]))) ++i;
     if (i < c.size() && c[i] == '\'') {
       const auto close = c.find('\'', i + 1);
-      return {i + 1, close == npos ? c.size() : close};
+      spans.emplace_back(i + 1, close == npos ? c.size() : close);
+      continue;
     }
     // A bare value ends at the next " key=" (a password with a space is malformed, but
     // its second half is still the password).
@@ -53,9 +64,53 @@ std::pair<std::size_t, std::size_t> password_span(const std::string& c) {
         break;
       }
     }
-    return {i, end};
+    spans.emplace_back(i, end);
   }
-  return {npos, npos};
+}
+
+// Every [begin, end) that may hold the password, under each reading of a malformed string
+// (over-redacting costs a word of the message; under-redacting printed it). Issue 34 found six
+// of 38 malformed forms that printed it: a '?' inside the password (the userinfo was cut at
+// the '?'), an upper-case scheme and a leading space (not a URI to the old check, so no
+// userinfo was looked for), and a bad escape in `?password=` (the query was not searched).
+std::vector<std::pair<std::size_t, std::size_t>> password_spans(const std::string& c) {
+  constexpr auto npos = std::string::npos;
+  std::vector<std::pair<std::size_t, std::size_t>> spans;
+  if (const auto auth = lenient_authority(c); auth != npos) {
+    // userinfo "user:password@": libpq's end (first '@' before '/'), and the last '@' of the
+    // string, which is where a user who put an unescaped '@' or '/' in it meant it to end.
+    for (const auto at : {userinfo_end(c, auth), c.rfind('@')}) {
+      if (at == npos || at < auth) continue;
+      const auto colon = c.find(':', auth);
+      if (colon != npos && colon < at) spans.emplace_back(colon + 1, at);
+    }
+    // "?password=..." or "&password=...", up to the next '&'.
+    for (auto k = c.find("password=", auth); k != npos; k = c.find("password=", k + 1)) {
+      if (k == 0 || (c[k - 1] != '?' && c[k - 1] != '&')) continue;
+      const auto end = c.find('&', k + 9);
+      spans.emplace_back(k + 9, end == npos ? c.size() : end);
+    }
+  }
+  // A string libpq reads as key=value (also what a lenient URI above is to libpq).
+  if (!is_uri(c)) keyword_password_spans(c, spans);
+  return spans;
+}
+
+// %XX decoded, or "" when the text holds a bad escape (libpq then echoes it raw).
+std::string percent_decoded(const std::string& s) {
+  std::string out;
+  for (std::size_t i = 0; i < s.size(); ++i) {
+    if (s[i] != '%') {
+      out += s[i];
+      continue;
+    }
+    if (i + 2 >= s.size() || !std::isxdigit(static_cast<unsigned char>(s[i + 1])) ||
+        !std::isxdigit(static_cast<unsigned char>(s[i + 2])))
+      return "";
+    out += static_cast<char>(std::stoi(s.substr(i + 1, 2), nullptr, 16));
+    i += 2;
+  }
+  return out;
 }
 
 void replace_all(std::string& s, const std::string& what, const std::string& with) {
@@ -75,9 +130,21 @@ std::string with_default_timeouts(const std::string& conninfo) {
   }
   if (add.empty()) return conninfo;
   std::string out = conninfo;
+  // A URI's parameters start at the first '?' after its userinfo: a '?' inside the password
+  // took the defaults into the password (and the connect timeout was lost).
+  bool has_query = false;
+  if (is_uri(conninfo)) {
+    const auto auth = conninfo.find("://") + 3;
+    const auto at = userinfo_end(conninfo, auth);
+    has_query = conninfo.find('?', at == std::string::npos ? auth : at + 1) != std::string::npos;
+  }
   for (const auto& a : add) {
-    if (is_uri(conninfo)) out += (out.find('?') == std::string::npos ? "?" : "&") + a;
-    else out += (out.empty() ? "" : " ") + a;
+    if (is_uri(conninfo)) {
+      out += (has_query ? "&" : "?") + a;
+      has_query = true;
+    } else {
+      out += (out.empty() ? "" : " ") + a;
+    }
   }
   return out;
 }
@@ -85,10 +152,11 @@ std::string with_default_timeouts(const std::string& conninfo) {
 std::string redact_password(std::string message, const std::string& conninfo) {
   static const std::string kMark = "[password hidden]";
   std::vector<std::string> secrets;
-  const auto [b, e] = password_span(conninfo);
-  if (b != std::string::npos && e > b) {
+  for (const auto& [b, e] : password_spans(conninfo)) {
+    if (e <= b) continue;
     const auto pw = conninfo.substr(b, e - b);
     secrets.push_back(pw);  // (one-character secrets are dropped below: they would blank every letter)
+    if (const auto decoded = percent_decoded(pw); !decoded.empty() && decoded != pw) secrets.push_back(decoded);
     // The pieces libpq may quote alone ("missing \"=\" after \"PW\"").
     std::size_t i = 0;
     while (i < pw.size()) {

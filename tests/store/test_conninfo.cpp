@@ -61,6 +61,63 @@ TEST_CASE("libpq's parse errors never carry the password out", "[store][conninfo
         "missing \"=\" after \"[password hidden]\" in connection info string");
 }
 
+TEST_CASE("no malformed connection string prints its password, whatever libpq makes of it", "[store][conninfo][hostile]") {
+  // Table-driven over the real libpq (no server: port 1 refuses at once). The password is
+  // "Tr0ub4dor" or contains it; each form was written to break one reading of the string.
+  const std::vector<std::string> forms = {
+      // Issue 34's six: a '?' inside the password, upper-case schemes, a leading space, a bad
+      // escape in ?password=.
+      "postgresql://kcert:Tr0u?b4dor@localhost:1/kcert",
+      "postgresql://kcert:Tr0ub4dor?x@[::1:1/kcert",
+      "POSTGRESQL://kcert:Tr0ub4dor@localhost:1/kcert",
+      "Postgres://kcert:Tr0ub4dor@localhost:1/kcert",
+      " postgresql://kcert:Tr0ub4dor@localhost:1/kcert",
+      "postgresql://kcert@localhost:1/kcert?password=Tr0u%ZZb4dor",
+      // The earlier ones, and neighbours of each.
+      "postgresql://kcert:Tr0ub4dor@[::1:55432/kcert",
+      "postgresql://kcert:Tr0ub4dor@[]:55432/kcert",
+      "postgresql://kcert:Tr0u%ZZb4dor@localhost:1/kcert",
+      "postgresql://kcert:Tr0ub4dor@localhost:1/kcert?sslmode=bogus",
+      "postgresql://kcert@localhost:1/kcert?sslmode=bogus&password=Tr0ub4dor",
+      "postgresql://kcert@localhost:1/kcert?password=Tr0ub4dor&sslmode=bogus",
+      "postgresql://kcert@localhost:1/kcert?password=Tr0ub4dor&bogus=1",
+      "postgresql://kcert:Tr0u@b4dor@localhost:1/kcert",
+      "postgresql://kcert:Tr0u/b4dor@localhost:1/kcert",
+      "postgresql://kcert:Tr0ub4dor%@localhost:1/kcert",
+      "postgres://kcert:Tr0ub4dor@localhost:1/kcert?connect_timeout=x",
+      "\tpostgresql://kcert:Tr0ub4dor@localhost:1/kcert",
+      "host=localhost password=Tr0ub4dor horse dbname=x",
+      "host=localhost password='Tr0ub4dor dbname=x",
+      "host=localhost password = Tr0ub4dor port=1 sslmode=bogus",
+      "host=localhost password=Tr0ub4dor port=1 bogus=1",
+      "host=localhost port=1 password=Tr0ub4dor'",
+      "host=localhost port=1 password='Tr0ub4dor' sslmode=bogus",
+  };
+  for (const auto& conninfo : forms) {
+    INFO(conninfo);
+    std::string message;
+    try {
+      kcert::store::ResultStore db(conninfo);
+    } catch (const std::exception& e) {
+      message = e.what();
+    }
+    REQUIRE_FALSE(message.empty());
+    CHECK(message.find("Tr0ub4dor") == std::string::npos);
+    CHECK(message.find("b4dor") == std::string::npos);
+    CHECK(message.find("cannot connect to the results database") != std::string::npos);
+  }
+}
+
+TEST_CASE("the default timeouts go into a URI's parameters, never into its password", "[store][conninfo][hostile]") {
+  // A '?' in the password: the defaults were appended after it ("&connect_timeout=10" became
+  // part of the dbname) and the connect timeout was lost.
+  CHECK(with_default_timeouts("postgresql://kcert:Tr0u?b4dor@h/db") ==
+        "postgresql://kcert:Tr0u?b4dor@h/db?connect_timeout=10&keepalives=1&keepalives_idle=30&keepalives_interval=10&keepalives_count=3");
+  CHECK(with_default_timeouts("postgresql://kcert:Tr0u?b4dor@h/db?sslmode=disable").find("?sslmode=disable&connect_timeout=10&") !=
+        std::string::npos);
+  CHECK(with_default_timeouts("postgresql://h/db?user=a").find("/db?user=a&connect_timeout=10") != std::string::npos);
+}
+
 TEST_CASE("a server that accepts and never answers is an error within the connect timeout", "[store][conninfo]") {
   const int listener = ::socket(AF_INET, SOCK_STREAM, 0);
   REQUIRE(listener >= 0);
@@ -79,6 +136,12 @@ TEST_CASE("a server that accepts and never answers is an error within the connec
   const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   CHECK(waited >= kcert::store::kDefaultConnectTimeoutSeconds - 1);
   CHECK(waited < kcert::store::kDefaultConnectTimeoutSeconds + 10);
+  // The same with a '?' in the password: the timeout used to land in the password part.
+  const auto t1 = std::chrono::steady_clock::now();
+  CHECK_THROWS_AS(kcert::store::ResultStore("postgresql://kcert:pw?x@127.0.0.1:" + std::to_string(port) + "/kcert"),
+                  kcert::store::DatabaseError);
+  CHECK(std::chrono::duration<double>(std::chrono::steady_clock::now() - t1).count() <
+        kcert::store::kDefaultConnectTimeoutSeconds + 10);
   ::close(listener);
 }
 
