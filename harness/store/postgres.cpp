@@ -356,10 +356,15 @@ void ResultStore::store_finish(const nlohmann::json& fin) {
     const std::string run_id = need(fin, "run_id");
     const std::string at = need(fin, "finished_at");
     const std::string status = fin.value("status", "finished");
-    pq::exec_params(w, "UPDATE run_shard SET finished_at = $3::timestamptz WHERE run_id = $1 AND shard_index = $2", run_id,
-                  fin.value("shard_index", 0), at);
+    // Only a running run changes: a finished or aborted one is history (a one-line spool
+    // holding a finish record flipped a finished run to aborted), and a shard's first
+    // finish time stays.
+    pq::exec_params(w, "UPDATE run_shard SET finished_at = $3::timestamptz WHERE run_id = $1 AND shard_index = $2 "
+                       "AND finished_at IS NULL AND (SELECT status FROM run WHERE id = $1) = 'running'",
+                    run_id, fin.value("shard_index", 0), at);
     if (status == "aborted") {
-      pq::exec_params(w, "UPDATE run SET status = 'aborted', finished_at = $2::timestamptz WHERE id = $1", run_id, at);
+      pq::exec_params(w, "UPDATE run SET status = 'aborted', finished_at = $2::timestamptz WHERE id = $1 AND status = 'running'",
+                      run_id, at);
     } else {
       // The run is finished when every one of its shards has finished.
       pq::exec_params(w, 
@@ -663,7 +668,11 @@ UploadSummary upload(ResultStore& store, const std::vector<nlohmann::json>& reco
     (store.store_result(*it->second, r) ? s.results_added : s.results_present)++;
   }
   for (const auto& r : records) {
-    if (r.at("type") == "finish") store.store_finish(r);
+    if (r.at("type") != "finish") continue;
+    // A finish without its run's record in the same spool is not this spool's to give.
+    if (!runs.count({r.at("run_id").get<std::string>(), r.value("shard_index", 0)}))
+      throw DatabaseError("spool finish record for run " + r.at("run_id").get<std::string>() + " has no run record");
+    store.store_finish(r);
   }
   return s;
 }

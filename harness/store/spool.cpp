@@ -5,6 +5,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <cstring>
 
@@ -12,8 +14,10 @@
 #include <ctime>
 #include <filesystem>
 #include <fstream>
+#include <iostream>
 #include <random>
 #include <sstream>
+#include <set>
 #include <stdexcept>
 
 #include "harness/store/json.hpp"
@@ -94,7 +98,8 @@ SpoolWriter::SpoolWriter(const std::string& path) : path_(path) {
   if (!parent.empty()) make_private_directories(parent.string());
   // O_NOFOLLOW: records are appended to the spool file itself, never through a link planted
   // at its name (they were appended to whatever file the link named).
-  const int fd = ::open(path.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0644);
+  // O_RDWR, not O_WRONLY: the torn-tail check below reads the file's last bytes.
+  const int fd = ::open(path.c_str(), O_RDWR | O_APPEND | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0644);
   if (fd < 0) {
     throw std::runtime_error(path + (errno == ELOOP ? std::string(": is a symbolic link; the spool is written only to a file of its own")
                                                      : ": cannot open spool file for writing: " + std::string(std::strerror(errno))));
@@ -119,6 +124,38 @@ SpoolWriter::SpoolWriter(const std::string& path) : path_(path) {
                                             "give this run its own --run-id"
                                           : std::string(": cannot lock spool file: ") + std::strerror(errno)));
   }
+  // A run cut short mid-write leaves a last line without its newline. A resumed run appended
+  // its records to that line, and the glued line stopped every later upload of the file; the
+  // torn bytes (never a whole record) are cut off first, under the lock, and said.
+  const int fd_locked = ::fileno(file_);
+  struct stat now {};
+  if (::fstat(fd_locked, &now) == 0 && now.st_size > 0) {
+    char last = '\n';
+    if (::pread(fd_locked, &last, 1, now.st_size - 1) == 1 && last != '\n') {
+      off_t keep = 0;
+      char buf[4096];
+      for (off_t end = now.st_size; end > 0 && keep == 0;) {
+        const off_t begin = end > static_cast<off_t>(sizeof buf) ? end - static_cast<off_t>(sizeof buf) : 0;
+        const auto got = ::pread(fd_locked, buf, static_cast<std::size_t>(end - begin), begin);
+        if (got <= 0) break;
+        for (auto i = got; i > 0; --i) {
+          if (buf[i - 1] == '\n') {
+            keep = begin + i;
+            break;
+          }
+        }
+        end = begin;
+      }
+      if (::ftruncate(fd_locked, keep) != 0) {
+        const std::string reason = std::strerror(errno);
+        std::fclose(file_);
+        file_ = nullptr;
+        throw std::runtime_error(path + ": cannot cut off its torn last line: " + reason);
+      }
+      std::cerr << "kcert: warning: " << path << ": cut off a torn last line (" << (now.st_size - keep)
+                << " bytes, no newline: a run cut short mid-write) before appending\n";
+    }
+  }
 }
 
 SpoolWriter::~SpoolWriter() {
@@ -136,6 +173,113 @@ void SpoolWriter::append(const nlohmann::json& record) {
   }
 }
 
+namespace {
+
+// Nesting of a JSON text, strings skipped, counted before parsing: nlohmann's DOM copies and
+// compares recursively, and a 100,000-deep array in a crafted spool segfaulted `upload`.
+constexpr int kMaxSpoolDepth = 64;
+bool deeper_than(const std::string& line, int limit) {
+  int depth = 0;
+  bool in_string = false;
+  for (std::size_t i = 0; i < line.size(); ++i) {
+    const char c = line[i];
+    if (in_string) {
+      if (c == '\\') ++i;
+      else if (c == '"') in_string = false;
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '[' || c == '{') {
+      if (++depth > limit) return true;
+    } else if (c == ']' || c == '}') {
+      --depth;
+    }
+  }
+  return false;
+}
+
+bool plain_run_id(const std::string& id) {
+  return !id.empty() && id.size() <= 128 && std::isalnum(static_cast<unsigned char>(id[0])) &&
+         std::all_of(id.begin(), id.end(), [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == '.'; });
+}
+
+// The fields `upload` reads, with the types it reads them as (docs/schema/kcert-spool-1):
+// a record that differs is refused with its line and field, not met as an internal JSON
+// error halfway through the inserts. Throws "field: expected ...".
+void check_spool_record(const nlohmann::json& j) {
+  using J = nlohmann::json;
+  const auto fail = [](const std::string& field, const std::string& what) { throw std::runtime_error(field + ": expected " + what); };
+  const auto at = [&](const J& o, const std::string& path, const char* key) -> const J& {
+    if (!o.is_object() || !o.contains(key)) fail(path + key, "a field here");
+    return o.at(key);
+  };
+  const auto str = [&](const J& o, const std::string& path, const char* key) {
+    if (!at(o, path, key).is_string()) fail(path + key, "a string");
+  };
+  const auto optional_type = [&](const J& o, const std::string& path, const char* key, J::value_t type, const char* what) {
+    if (o.contains(key) && !o.at(key).is_null() && o.at(key).type() != type &&
+        !(type == J::value_t::number_integer && o.at(key).is_number_unsigned()))
+      fail(path + key, what);
+  };
+  if (j.contains("format") && j.at("format") != "kcert-spool/1") fail("format", "kcert-spool/1");
+  str(j, "", "type");
+  str(j, "", "run_id");
+  if (!plain_run_id(j.at("run_id").get<std::string>())) fail("run_id", "1-128 characters of [A-Za-z0-9._-]");
+  if (j.contains("shard_index") && !(j.at("shard_index").is_number_integer() && j.at("shard_index").get<long long>() >= 0 &&
+                                     j.at("shard_index").get<long long>() < 100000))
+    fail("shard_index", "an integer from 0");
+  const auto type = j.at("type").get<std::string>();
+  if (type == "run") {
+    str(j, "", "started_at");
+    str(j, "", "kcert_version");
+    str(at(j, "", "environment"), "environment.", "fingerprint");
+    if (!at(j.at("environment"), "environment.", "identity").is_object()) fail("environment.identity", "an object");
+    optional_type(j, "", "details", J::value_t::object, "an object");
+    optional_type(j, "", "git_revision", J::value_t::string, "a string");
+    optional_type(j, "", "profile", J::value_t::string, "a string");
+    optional_type(j, "", "configuration", J::value_t::object, "an object");
+    if (j.contains("shard_count") && !(j.at("shard_count").is_number_integer() && j.at("shard_count").get<long long>() >= 1 &&
+                                       j.at("shard_count").get<long long>() <= 100000))
+      fail("shard_count", "an integer from 1");
+  } else if (type == "result") {
+    str(j, "", "environment");
+    const auto& tc = at(j, "", "testcase");
+    for (const char* k : {"case_id", "kind", "family", "mechanism", "yaml_sha256"}) str(tc, "testcase.", k);
+    const auto& refs = at(tc, "testcase.", "references");
+    if (!refs.is_array() || !std::all_of(refs.begin(), refs.end(), [](const J& r) { return r.is_string(); }))
+      fail("testcase.references", "a list of strings");
+    const auto& r = at(j, "", "result");
+    for (const char* k : {"id", "verdict"}) str(r, "result.", k);
+    static const std::set<std::string> verdicts{"PASS", "WARN", "FAIL", "ERROR", "SKIP"};
+    if (!verdicts.count(r.at("verdict").get<std::string>())) fail("result.verdict", "PASS, WARN, FAIL, ERROR or SKIP");
+    for (const char* side : {"reference", "production"}) {
+      const std::string p = std::string("result.") + side + ".";
+      str(at(r, "result.", side), p, "variant");
+      str(r.at(side), p, "version");
+    }
+    const auto& gates = at(r, "result.", "gates");
+    for (const char* g : {"algebra", "bias", "variance"}) {
+      const std::string p = std::string("result.gates.") + g + ".";
+      str(at(gates, "result.gates.", g), p, "verdict");
+      optional_type(gates.at(g), p, "reason", J::value_t::string, "a string");
+    }
+    if (r.contains("replicates") && !r.at("replicates").is_number_unsigned() &&
+        !(r.at("replicates").is_number_integer() && r.at("replicates").get<long long>() >= 0))
+      fail("result.replicates", "a count");
+    for (const char* k : {"error", "skipped", "calibration", "source", "case_text", "profile"})
+      optional_type(r, "result.", k, J::value_t::string, "a string");
+    for (const char* k : {"probe", "runtime", "settings"}) optional_type(r, "result.", k, J::value_t::object, "an object");
+    if (j.contains("khat") && !j.at("khat").is_array()) fail("khat", "a list");
+  } else if (type == "finish") {
+    str(j, "", "finished_at");
+    const auto& status = at(j, "", "status");
+    if (status != "finished" && status != "aborted") fail("status", "finished or aborted");
+  } else {
+    fail("type", "run, result or finish");
+  }
+}
+
+}  // namespace
+
 SpoolContents read_spool(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) throw std::runtime_error(path + ": cannot open spool file");
@@ -150,6 +294,9 @@ SpoolContents read_spool(const std::string& path) {
     at = last_unterminated ? text.size() : nl + 1;
     ++n;
     if (line.empty()) continue;
+    const auto where = path + ":" + std::to_string(n) + ": ";
+    if (deeper_than(line, kMaxSpoolDepth))
+      throw std::runtime_error(where + "nested deeper than " + std::to_string(kMaxSpoolDepth) + " levels: not a spool record");
     auto j = nlohmann::json::parse(line, nullptr, false);
     if (j.is_discarded() || !j.is_object() || !j.contains("type")) {
       // Each record is written whole and then fsynced; only the last one can be cut short.
@@ -160,6 +307,20 @@ SpoolContents read_spool(const std::string& path) {
       }
       throw std::runtime_error(path + ":" + std::to_string(n) + ": not a spool record (expected one JSON object per line)");
     }
+    try {
+      check_spool_record(j);
+    } catch (const std::runtime_error& e) {
+      throw std::runtime_error(where + e.what() + " (docs/schema/kcert-spool-1.schema.json)");
+    }
+    // One spool file holds one run's shard: its first record is that run, and a record of
+    // another run in it is a crafted or mixed-up file, not something to store.
+    if (out.records.empty() && j.at("type") != "run")
+      throw std::runtime_error(where + "type: expected the run record first (a spool starts with its run)");
+    if (!out.records.empty() && (j.at("run_id") != out.records.front().at("run_id") ||
+                                 j.value("shard_index", 0) != out.records.front().value("shard_index", 0)))
+      throw std::runtime_error(where + "run_id: '" + j.at("run_id").get<std::string>() + "' (shard " +
+                               std::to_string(j.value("shard_index", 0)) + ") is not this file's run '" +
+                               out.records.front().at("run_id").get<std::string>() + "' (line 1)");
     out.records.push_back(std::move(j));
   }
   return out;

@@ -222,6 +222,92 @@ TEST_CASE("a server stopped mid-run loses nothing: upload restores the same rows
   }
 }
 
+TEST_CASE("upload checks every spool record and never changes a finished run", "[postgres][hostile]") {
+  const auto db = fresh_database("kcert_t_upload_hostile");
+  run_kcert(db, "db migrate");
+  const auto dir = temp_dir("upload-hostile");
+  write_case(dir + "/a.yaml", "a_fast", 32, 64, 64);
+  int rc = -1;
+  const auto first = run_kcert(db, "run " + dir + "/a.yaml --db --quiet --brief --spool " + dir + "/fin.jsonl --run-id fin-run", &rc);
+  INFO(first);
+  REQUIRE(count(db, "SELECT count(*) FROM run WHERE id = 'fin-run' AND status = 'finished'") == 1);
+  const auto spool_text = run_command("cat " + dir + "/fin.jsonl").output;
+  const auto run_line = spool_text.substr(0, spool_text.find('\n') + 1);
+  const auto write = [&](const std::string& name, const std::string& text) {
+    std::ofstream(dir + "/" + name) << text;
+    return dir + "/" + name;
+  };
+  const std::string abort_line =
+      R"({"format":"kcert-spool/1","type":"finish","run_id":"fin-run","shard_index":0,"finished_at":"2030-01-01T00:00:00Z","status":"aborted"})"
+      "\n";
+
+  // A one-line spool flipped the finished run to aborted.
+  auto out = run_kcert(db, "upload " + write("one.jsonl", abort_line), &rc);
+  CHECK(rc == 2);
+  CHECK_THAT(out, Catch::Contains("one.jsonl:1: type: expected the run record first"));
+  // With its run record in front it is well formed, and still changes nothing.
+  out = run_kcert(db, "upload " + write("two.jsonl", run_line + abort_line), &rc);
+  CHECK(rc == 0);
+  CHECK(count(db, "SELECT count(*) FROM run WHERE id = 'fin-run' AND status = 'finished' AND finished_at < '2030-01-01'") == 1);
+  CHECK(count(db, "SELECT count(*) FROM run_shard WHERE run_id = 'fin-run' AND finished_at < '2030-01-01'") == 1);
+
+  // A 100,000-deep array segfaulted upload; wrong types were internal JSON errors.
+  std::string deep = R"({"type":"result","run_id":"fin-run","result":)" + std::string(100000, '[') + std::string(100000, ']') + "}\n";
+  out = run_kcert(db, "upload " + write("deep.jsonl", run_line + deep), &rc);
+  CHECK(rc == 2);
+  CHECK_THAT(out, Catch::Contains("deep.jsonl:2: nested deeper than 64 levels"));
+  const auto in_result = spool_text.find("\"type\":\"result\"");
+  REQUIRE(in_result != std::string::npos);
+  const auto line_start = spool_text.rfind('\n', in_result) + 1;
+  const auto result_line = spool_text.substr(line_start, spool_text.find('\n', in_result) + 1 - line_start);
+  auto wrong_json = nlohmann::json::parse(result_line);
+  wrong_json["result"]["replicates"] = "all";
+  const auto wrong = wrong_json.dump() + "\n";
+  out = run_kcert(db, "upload " + write("wrong.jsonl", run_line + wrong), &rc);
+  CHECK(rc == 2);
+  CHECK_THAT(out, Catch::Contains("wrong.jsonl:2: result.replicates: expected a count"));
+  CHECK_THAT(out, !Catch::Contains("internal error"));
+  // A record of another run inside this run's spool.
+  auto other_json = nlohmann::json::parse(result_line);
+  other_json["run_id"] = "other-run";
+  const auto other = other_json.dump() + "\n";
+  out = run_kcert(db, "upload " + write("mixed.jsonl", run_line + other), &rc);
+  CHECK(rc == 2);
+  CHECK_THAT(out, Catch::Contains("mixed.jsonl:2: run_id: 'other-run' (shard 0) is not this file's run 'fin-run'"));
+  CHECK(count(db, "SELECT count(*) FROM result WHERE run_id = 'fin-run'") == 1);
+}
+
+TEST_CASE("a run resumed on a spool with a torn last line appends after it, and the spool uploads", "[postgres][hostile]") {
+  const auto db = fresh_database("kcert_t_resume_torn");
+  run_kcert(db, "db migrate");
+  const auto dir = temp_dir("resume-torn");
+  write_case(dir + "/a.yaml", "a_fast", 32, 64, 64);
+  const std::string spool = dir + "/resumed.jsonl";
+  const auto forget_run = [&] {
+    pqxx::connection c(db);
+    pqxx::work w(c);
+    w.exec("DELETE FROM run WHERE id = 'resumed-run'");
+    w.commit();
+  };
+  run_kcert(db, "run " + dir + "/a.yaml --db --quiet --brief --spool " + spool + " --run-id resumed-run");
+  // Cut into the finish record: the run was killed mid-write. The database forgets it, so
+  // the same run id may run again, on the same spool.
+  const auto text = run_command("cat " + spool).output;
+  std::ofstream(spool) << text.substr(0, text.size() - 30);
+  forget_run();
+  int rc = -1;
+  const auto again = run_kcert(db, "run " + dir + "/a.yaml --db --quiet --brief --spool " + spool + " --run-id resumed-run", &rc);
+  INFO(again);
+  CHECK_THAT(again, Catch::Contains("cut off a torn last line (" + std::to_string(text.substr(text.rfind('\n', text.size() - 2) + 1).size() - 30) + " bytes"));
+  forget_run();
+  // The resumed run's records were glued to the torn line, and the whole file was refused.
+  const auto up = run_kcert(db, "upload " + spool, &rc);
+  INFO(up);
+  CHECK(rc == 0);
+  CHECK_THAT(up, Catch::Contains("1 result(s) added"));
+  CHECK(count(db, "SELECT count(*) FROM run WHERE id = 'resumed-run' AND status = 'finished'") == 1);
+}
+
 TEST_CASE("a case id full of quotes and SQL is stored literally", "[postgres]") {
   const auto db = fresh_database("kcert_t_quotes");
   run_kcert(db, "db migrate");
