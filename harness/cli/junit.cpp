@@ -2,26 +2,47 @@
 
 #include <fmt/format.h>
 
+#include <cstdint>
+
 #include "harness/store/json.hpp"
 #include "harness/store/spool.hpp"
 
 namespace kcert::cli {
 
 namespace {
+// Text for an XML 1.0 attribute or element: the five entities escaped, and what XML 1.0
+// cannot hold at all dropped (CI's JUnit parsers refuse the whole file over one): C0 control
+// characters other than tab, LF and CR, bytes that are not UTF-8, U+FFFE and U+FFFF.
 std::string xml(const std::string& s) {
   std::string out;
-  for (unsigned char c : s) {
-    switch (c) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&quot;"; break;
-      case '\'': out += "&apos;"; break;
-      default:
-        // XML 1.0 has no place for other control characters, even escaped.
-        if (c < 0x20 && c != '\n' && c != '\t' && c != '\r') out += ' ';
-        else out += static_cast<char>(c);
+  for (std::size_t i = 0; i < s.size();) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    if (c < 0x80) {
+      switch (c) {
+        case '&': out += "&amp;"; break;
+        case '<': out += "&lt;"; break;
+        case '>': out += "&gt;"; break;
+        case '"': out += "&quot;"; break;
+        case '\'': out += "&apos;"; break;
+        default:
+          if (c < 0x20 && c != '\n' && c != '\t' && c != '\r') out += ' ';
+          else out += static_cast<char>(c);
+      }
+      ++i;
+      continue;
     }
+    const std::size_t len = (c & 0xE0) == 0xC0 ? 2 : (c & 0xF0) == 0xE0 ? 3 : (c & 0xF8) == 0xF0 ? 4 : 0;
+    std::uint32_t cp = len == 2 ? (c & 0x1F) : len == 3 ? (c & 0x0F) : (c & 0x07);
+    bool ok = len > 0 && i + len <= s.size();
+    for (std::size_t k = 1; ok && k < len; ++k) {
+      const auto d = static_cast<unsigned char>(s[i + k]);
+      ok = (d & 0xC0) == 0x80;
+      cp = (cp << 6) | (d & 0x3F);
+    }
+    ok = ok && !(len == 2 && cp < 0x80) && !(len == 3 && cp < 0x800) && !(len == 4 && cp < 0x10000) &&
+         !(cp >= 0xD800 && cp <= 0xDFFF) && cp <= 0x10FFFF && cp != 0xFFFE && cp != 0xFFFF;
+    if (ok) out.append(s, i, len);
+    i += ok ? len : 1;  // an invalid byte is dropped alone; what follows may be valid
   }
   return out;
 }

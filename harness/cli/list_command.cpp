@@ -1,4 +1,5 @@
 #include "harness/cli/list_command.hpp"
+#include "harness/cli/terminal_text.hpp"
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -80,9 +81,11 @@ void register_list_command(CLI::App& app, const kernels::Registry& registry) {
                        {"probe_params", params_json(f.probe_params)}, {"variants", variants}});
         continue;
       }
-      std::cout << fmt::format("{}: {}\n  bucket axes: ", name, f.description);
+      // Names and docs come from plugins too: escaped for the terminal (terminal_text.hpp).
+      const auto& t = terminal_safe;
+      std::cout << fmt::format("{}: {}\n  bucket axes: ", t(name), t(f.description));
       for (std::size_t i = 0; i < f.bucket_axes.size(); ++i) {
-        std::cout << (i ? ", " : "") << f.bucket_axes[i] << (i == 0 ? " (default)" : "");
+        std::cout << (i ? ", " : "") << t(f.bucket_axes[i]) << (i == 0 ? " (default)" : "");
       }
       // Columns as wide as their longest entry (a fixed width let `router.correction_bias` and
       // `weights.bias_spread` run into the next column).
@@ -99,8 +102,8 @@ void register_list_command(CLI::App& app, const kernels::Registry& registry) {
       }
       std::cout << "\n  probe parameters:\n";
       for (const auto& p : f.probe_params) {
-        std::cout << fmt::format("    {:<{}}  {:<{}}  default {:<{}}  {}\n", p.name, name_w, kernels::describe(p.type), type_w,
-                                 default_text(p), default_w, p.description);
+        std::cout << fmt::format("    {:<{}}  {:<{}}  default {:<{}}  {}\n", t(p.name), name_w, kernels::describe(p.type), type_w,
+                                 t(default_text(p)), default_w, t(p.description));
       }
       if (!family_filter->empty()) {
         // One family asked for: also what its kernels receive (names a plugin variant reads).
@@ -112,11 +115,11 @@ void register_list_command(CLI::App& app, const kernels::Registry& registry) {
       }
       std::cout << "  variants:\n";
       for (const auto& [vn, v] : f.variants) {
-        std::cout << fmt::format("    {:<{}}  [{}] {}\n", vn, variant_w, v.schema.version, v.schema.description);
-        if (!v.unavailable.empty()) std::cout << fmt::format("      {:<{}}  not in this build: {}\n", "", variant_w, v.unavailable);
+        std::cout << fmt::format("    {:<{}}  [{}] {}\n", t(vn), variant_w, t(v.schema.version), t(v.schema.description));
+        if (!v.unavailable.empty()) std::cout << fmt::format("      {:<{}}  not in this build: {}\n", "", variant_w, t(v.unavailable));
         for (const auto& p : v.schema.params) {
-          std::cout << fmt::format("      param {:<{}}  {:<{}}  default {:<{}}  {}\n", p.name, name_w, kernels::describe(p.type),
-                                   type_w, default_text(p), default_w, p.description);
+          std::cout << fmt::format("      param {:<{}}  {:<{}}  default {:<{}}  {}\n", t(p.name), name_w, kernels::describe(p.type),
+                                   type_w, t(default_text(p)), default_w, t(p.description));
         }
       }
     }

@@ -13,6 +13,7 @@
 #include "harness/cli/html_report.hpp"
 #include "harness/cli/list_command.hpp"
 #include "harness/cli/resources.hpp"
+#include "harness/cli/terminal_text.hpp"
 #include "harness/cli/run_cases_command.hpp"
 #include "harness/cli/suite_command.hpp"
 #include "harness/cli/nightly_command.hpp"
@@ -136,17 +137,17 @@ int main(int argc, char** argv) {
   } catch (const kcert::cli::ExitWith& e) {
     return e.code;
   } catch (const kcert::cli::InputError& e) {
-    std::cerr << "kcert: error: " << e.what() << "\n";
+    std::cerr << "kcert: error: " << kcert::cli::terminal_safe(e.what()) << "\n";
     return kcert::cli::exit_input_error;
   } catch (const kcert::store::WriteError& e) {
     // A full disk, a read-only folder: the OS's reason, not an "internal error".
-    std::cerr << "kcert: error: cannot write " << e.what() << "\n";
+    std::cerr << "kcert: error: cannot write " << kcert::cli::terminal_safe(e.what()) << "\n";
     return kcert::cli::exit_input_error;
   } catch (const kcert::cli::UsageError& e) {
-    std::cerr << "kcert: error: " << e.what() << "\n";
+    std::cerr << "kcert: error: " << kcert::cli::terminal_safe(e.what()) << "\n";
     return kcert::cli::exit_input_error;
   } catch (const std::exception& e) {
-    std::cerr << "kcert: internal error: " << e.what() << "\n";
+    std::cerr << "kcert: internal error: " << kcert::cli::terminal_safe(e.what()) << "\n";
     return kcert::cli::exit_input_error;
   }
   return kcert::cli::exit_ok;

@@ -1,4 +1,5 @@
 #include "harness/cli/run_cases_command.hpp"
+#include "harness/cli/terminal_text.hpp"
 #include "harness/cli/junit.hpp"
 #include "harness/cli/resources.hpp"
 
@@ -36,8 +37,9 @@ void load_plugins(const std::vector<std::string>& paths, kernels::Registry& regi
     try {
       const auto loaded = kernels::load_plugin(p, registry);
       if (!loaded.name.empty()) {
-        std::cerr << fmt::format("kcert: plugin {} {} loaded from {} ({} variant(s), {} family(ies))\n", loaded.name,
-                                 loaded.version, loaded.path, loaded.variants_added, loaded.families_added);
+        // A plugin's name and version are its own strings: escaped before they reach a terminal.
+        std::cerr << fmt::format("kcert: plugin {} {} loaded from {} ({} variant(s), {} family(ies))\n", terminal_safe(loaded.name),
+                                 terminal_safe(loaded.version), terminal_safe(loaded.path), loaded.variants_added, loaded.families_added);
       }
     } catch (const kernels::PluginError& e) {
       throw InputError(e.what());
@@ -155,7 +157,7 @@ class ProgressPrinter {
     if (quiet_) return;
     if (!tty_ && p.seconds - last_ < 10.0) return;
     last_ = p.seconds;
-    const auto line = fmt::format("[{}/{}] {}: {}/{} replicates, {:.1f} s", index_ + 1, total_, *p.case_id, p.done,
+    const auto line = fmt::format("[{}/{}] {}: {}/{} replicates, {:.1f} s", index_ + 1, total_, terminal_safe(*p.case_id), p.done,
                                   p.target, p.seconds);
     if (tty_) std::cerr << "\r\033[K" << line << std::flush;
     else std::cerr << line << "\n";
@@ -164,10 +166,10 @@ class ProgressPrinter {
     if (quiet_) return;
     if (tty_) std::cerr << "\r\033[K";
     if (!r.skipped.empty()) {
-      std::cerr << fmt::format("[{}/{}] {}: SKIP ({})\n", index_ + 1, total_, r.testcase.id, r.skipped);
+      std::cerr << fmt::format("[{}/{}] {}: SKIP ({})\n", index_ + 1, total_, terminal_safe(r.testcase.id), terminal_safe(r.skipped));
       return;
     }
-    std::cerr << fmt::format("[{}/{}] {}: {} ({} replicates, {:.1f} s)\n", index_ + 1, total_, r.testcase.id,
+    std::cerr << fmt::format("[{}/{}] {}: {} ({} replicates, {:.1f} s)\n", index_ + 1, total_, terminal_safe(r.testcase.id),
                              r.error.empty() ? std::string(stats::to_string(r.verdict)) : "ERROR", r.replicates,
                              r.runtime.seconds);
   }
@@ -298,11 +300,11 @@ void register_run_command(CLI::App& app, kernels::Registry& registry) {
     } else {
       // The table only says ERROR; the reason must not need a second run without --brief.
       for (const auto& r : results) {
-        if (!r.error.empty()) std::cout << r.testcase.id << ": ERROR: " << r.error << "\n";
+        if (!r.error.empty()) std::cout << terminal_safe(r.testcase.id) << ": ERROR: " << terminal_safe(r.error) << "\n";
       }
     }
     for (const auto& r : results) {
-      if (!r.skipped.empty()) std::cout << r.testcase.id << ": SKIP: " << r.skipped << "\n";
+      if (!r.skipped.empty()) std::cout << terminal_safe(r.testcase.id) << ": SKIP: " << terminal_safe(r.skipped) << "\n";
     }
     if (harness_error) throw ExitWith(exit_input_error);
     bool finding = false;
