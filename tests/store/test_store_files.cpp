@@ -44,8 +44,9 @@ TEST_CASE("a torn last spool line is skipped with its line number, and a bad mid
   std::remove(path.c_str());
   {
     kcert::store::SpoolWriter w(path);
-    w.append({{"type", "run"}, {"run_id", "r"}});
-    w.append({{"type", "finish"}, {"run_id", "r"}});
+    // Whole records: read_spool checks each against the spool schema.
+    w.append({{"type", "run"}, {"run_id", "r"}, {"started_at", "2026-12-01T00:00:00Z"}, {"kcert_version", "0"}, {"environment", {{"fingerprint", "f"}, {"identity", nlohmann::json::object()}}}});
+    w.append({{"type", "finish"}, {"run_id", "r"}, {"finished_at", "2026-12-01T00:00:01Z"}, {"status", "finished"}});
   }
   auto read = kcert::store::read_spool(path);
   CHECK(read.records.size() == 2);
@@ -151,10 +152,10 @@ TEST_CASE("a spool has one writer: a second one on the same file is refused with
   {
     kcert::store::SpoolWriter first(path);
     CHECK_THROWS_WITH(kcert::store::SpoolWriter(path), Catch::Contains("in use by another kcert process"));
-    first.append({{"type", "run"}, {"run_id", "r"}});
+    first.append({{"type", "run"}, {"run_id", "r"}, {"started_at", "2026-12-01T00:00:00Z"}, {"kcert_version", "0"}, {"environment", {{"fingerprint", "f"}, {"identity", nlohmann::json::object()}}}});
   }
   kcert::store::SpoolWriter again(path);  // released when the first closed
-  again.append({{"type", "finish"}, {"run_id", "r"}});
+  again.append({{"type", "finish"}, {"run_id", "r"}, {"finished_at", "2026-12-01T00:00:01Z"}, {"status", "finished"}});
   CHECK(kcert::store::read_spool(path).records.size() == 2);
   std::remove(path.c_str());
 }
