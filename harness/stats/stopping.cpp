@@ -12,7 +12,6 @@ std::string_view to_string(StopReason r) {
     case StopReason::stable: return "stable";
     case StopReason::infinite: return "infinite";
     case StopReason::trivially_aligned: return "trivially_aligned";
-    case StopReason::thin_tail_far: return "thin_tail_far_from_thresholds";
     case StopReason::cap_reached: return "cap_reached";
   }
   return "?";
@@ -21,12 +20,6 @@ std::string_view to_string(StopReason r) {
 bool interval_clear_of(double lower, double upper, double threshold) {
   return upper <= threshold || lower > threshold;
 }
-
-namespace {
-bool within_factor_two(double value, double threshold) {
-  return value >= threshold / 2.0 && value <= threshold * 2.0;
-}
-}  // namespace
 
 SamplingStep next_sampling_step(const TailAnalysis& a, std::uint64_t replicates,
                                 std::uint64_t r_max) {
@@ -40,22 +33,13 @@ SamplingStep next_sampling_step(const TailAnalysis& a, std::uint64_t replicates,
   switch (a.mode) {
     case TailMode::infinite: reason = StopReason::infinite; break;
     case TailMode::trivially_aligned: reason = StopReason::trivially_aligned; break;
-    case TailMode::thin_tail: {
-      // More data matters when the max is close enough to a threshold to cross it, or when
-      // the tail would reach the exceedances a fit needs within R_max: then U bounds the
-      // return level instead of the maximum standing in for it.
-      const bool near = within_factor_two(a.khat.max, warn) || within_factor_two(a.khat.max, fail);
-      // A maximum already above fail_K is a FAIL that more data cannot clear: no growth for it.
-      // Growth for evidence alone is bounded at two doublings (4 R): past that a fit costs more
-      // than a nightly can spend on one control (docs/statistics.md).
-      const double reach = std::min(static_cast<double>(r_max), 4.0 * static_cast<double>(replicates));
-      const bool fit_reachable = a.verdict != Verdict::fail && a.n_exc > 0 &&
-                                 static_cast<double>(a.n_exc) * reach / static_cast<double>(replicates) >=
-                                     static_cast<double>(a.settings.min_exceedances);
-      settled = !near && !fit_reachable;
-      reason = StopReason::thin_tail_far;
+    case TailMode::thin_tail:
+      // [max K̂, U]: the sample maximum below, the exponential bound above (tail.hpp). More
+      // data narrows U (more events: a smaller χ² factor, then a fit); a maximum already above
+      // fail_K is a FAIL that more data cannot clear.
+      settled = interval_clear_of(a.lower, a.U, warn) && interval_clear_of(a.lower, a.U, fail);
+      reason = StopReason::stable;
       break;
-    }
     case TailMode::fitted: {
       // The profile-likelihood interval [lower, U] (one-sided bounds at the stated level).
       const auto& h = a.heavy;

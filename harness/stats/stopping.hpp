@@ -10,10 +10,9 @@ namespace kcert::stats {
 
 enum class StopReason {
   none,               // not stopping: grow
-  stable,             // the interval [lower, U] of r_T on one side of warn_K and of fail_K
+  stable,             // the interval [lower, U] of r_T (fitted, or thin tail: [max K̂, U]) on one side of warn_K and of fail_K
   infinite,           // a K̂ = +∞ decided the gate
   trivially_aligned,  // all K̂ = 0
-  thin_tail_far,      // thin tail: max not within a factor 2 of a threshold, and no fit reachable by R_max
   cap_reached,        // R_max reached before the verdict was stable (flag: unstable)
 };
 std::string_view to_string(StopReason r);

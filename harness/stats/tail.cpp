@@ -50,6 +50,29 @@ void validate(const VarianceSettings& s) {
   }
 }
 
+ThinTailBound thin_tail_bound(std::span<const double> excesses, double u, double max_khat, std::size_t replicates,
+                              double level, double horizon) {
+  if (excesses.empty() || replicates < excesses.size()) {
+    throw std::invalid_argument("thin_tail_bound: needs 1 to R exceedances, got " + std::to_string(excesses.size()) +
+                                " of R = " + std::to_string(replicates));
+  }
+  ThinTailBound b;
+  b.u = u;
+  b.exceedances = excesses.size();
+  double sum = 0.0;
+  for (double y : excesses) sum += y;
+  const double n = static_cast<double>(b.exceedances);
+  b.mean_excess = sum / n;
+  // Bonferroni: half of α on the scale, half on the rate.
+  const double half_alpha = (1.0 - level) / 2.0;
+  const boost::math::chi_squared_distribution<double> scale_chi2(2.0 * n), rate_chi2(2.0 * n + 2.0);
+  b.sigma_upper = 2.0 * sum / boost::math::quantile(scale_chi2, half_alpha);
+  b.zeta_upper = std::min(1.0, boost::math::quantile(rate_chi2, 1.0 - half_alpha) / 2.0 / static_cast<double>(replicates));
+  const double events_at_horizon = horizon * b.zeta_upper;
+  b.U = events_at_horizon > 1.0 ? std::max(max_khat, u + b.sigma_upper * std::log(events_at_horizon)) : max_khat;
+  return b;
+}
+
 double quantile_sorted(std::span<const double> sorted, double q) {
   if (sorted.empty()) throw std::invalid_argument("quantile_sorted: empty sample");
   if (!(q >= 0.0 && q <= 1.0)) {
@@ -179,11 +202,26 @@ TailAnalysis analyze_tail(std::span<const double> k_hat, const VarianceSettings&
   a.zeta = peaks.zeta;
   if (a.n_exc < settings.min_exceedances) {
     a.mode = TailMode::thin_tail;
-    a.U = s.max;
-    a.verdict = threshold_verdict(a.U, warn, fail);
-    a.reason = "thin tail: " + std::to_string(a.n_exc) + " exceedance(s) < " +
-               std::to_string(settings.min_exceedances) + ", judged by max K-hat = " +
-               format_number(s.max);
+    if (peaks.exceedances.empty()) {
+      // Every positive K̂ at u (one positive, or ties on a lattice): they are the exceedances of 0.
+      peaks.u = 0.0;
+      for (auto it = std::upper_bound(sorted.begin(), sorted.end(), 0.0); it != sorted.end(); ++it) {
+        peaks.exceedances.push_back(*it);
+      }
+    }
+    a.thin = thin_tail_bound(peaks.exceedances, peaks.u, s.max, s.count, settings.level, settings.horizon);
+    a.U = a.thin->U;
+    a.lower = s.max;
+    // FAIL needs a maximum past fail_K: a bound past it from a few exceedances shows only that
+    // r_T ≤ warn_K is not shown (WARN); with one or two events at small R the χ² factor alone
+    // puts U past any threshold.
+    a.verdict = worst(threshold_verdict(s.max, warn, fail), a.U > warn ? Verdict::warn : Verdict::pass);
+    a.reason = "thin tail: " + std::to_string(a.n_exc) + " exceedance(s) < " + std::to_string(settings.min_exceedances) +
+               ", U = " + format_number(a.U) + " (one-sided " + format_number(settings.level) +
+               " exponential bound at T over " + std::to_string(a.thin->exceedances) + " exceedance(s) of " +
+               format_number(a.thin->u) + ", mean excess " + format_number(a.thin->mean_excess) +
+               "; max K-hat = " + format_number(s.max) + ") against warn " +
+               format_number(warn) + " / fail " + format_number(fail);
     return a;
   }
 

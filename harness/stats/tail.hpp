@@ -56,7 +56,7 @@ void validate(const VarianceSettings& s);
 enum class TailMode {
   infinite,           // some K̂ = +∞ (E_ref = 0 < E_prod - ε): FAIL at once
   trivially_aligned,  // every K̂ = 0: production within one ULP of the oracle
-  thin_tail,          // too few exceedances to fit: the empirical max is judged
+  thin_tail,          // too few exceedances to fit: an exponential bound at u (WARN at most unless max K̂ FAILs)
   fitted,             // GPD return level
 };
 std::string_view to_string(TailMode m);
@@ -94,6 +94,23 @@ struct HeavyTailCheck {
   bool unresolved() const { return rejected && !bounded_q; }
 };
 
+// The thin-tail bound (too few exceedances for a GPD fit). Under the model's assumption ξ ≤ 0
+// the exponential (ξ = 0) is the heaviest tail, and for a horizon with Tζ > e² its return level
+// is above that of any ξ < 0 tail with the same mean excess, so an exact upper bound on an
+// exponential's mean bounds r_T: over the exceedances of u (the fit's threshold), 2·S/σ ~ χ²(2n)
+// gives σ_U and the Poisson count n gives ζ_U, each at half of the look's α, and
+// U = max(max K̂, u + σ_U·ln(T·ζ_U)). With no exceedance (every positive K̂ at u) the positive
+// K̂ themselves are the exceedances of u = 0. The maximum stays the lower end: at T ≫ R the
+// sample maximum lies below r_T except with probability about R/T.
+struct ThinTailBound {
+  double u = 0.0;            // the threshold the exceedances are taken over
+  std::size_t exceedances = 0;
+  double mean_excess = 0.0;  // the exponential's σ̂
+  double sigma_upper = 0.0;  // 2·S / χ²(2n) at α/2
+  double zeta_upper = 0.0;   // the Poisson upper bound on P(K̂ > u), at α/2
+  double U = 0.0;            // max(max K̂, u + σ_U·ln(T·ζ_U)); max K̂ when T·ζ_U ≤ 1
+};
+
 struct TailAnalysis {
   VarianceSettings settings;
   KhatSummary khat;
@@ -104,10 +121,11 @@ struct TailAnalysis {
   std::optional<GpdFit> free_fit;     // ξ̂ before the clip (ξ ≥ -1 only)
   std::optional<GpdFit> clipped_fit;  // the fit used: -1 ≤ ξ ≤ 0
   double r_t = 0.0;            // return level (fitted mode)
-  double lower = 0.0;          // one-sided lower bound on r_T at settings.level (fitted mode)
+  double lower = 0.0;          // one-sided lower bound on r_T at settings.level (fitted); max K̂ (thin tail)
   double se = 0.0;             // bootstrap sd of r_T (a diagnostic: change detection between runs)
   std::size_t bootstrap_used = 0;     // resamples that gave a return level
-  double U = 0.0;              // the upper bound on r_T (fitted); the empirical max in thin-tail mode
+  double U = 0.0;              // the upper bound on r_T (fitted: profile likelihood; thin tail: thin.U)
+  std::optional<ThinTailBound> thin;  // thin-tail mode only
   // The clipped fit landed on ξ = -1: still fitted, U is the larger of the profile bound
   // (which handles ξ = -1) and max K̂.
   bool boundary_fit = false;
@@ -116,6 +134,11 @@ struct TailAnalysis {
   Verdict verdict = Verdict::pass;
   std::string reason;          // one line, for people
 };
+
+// The thin-tail bound from `excesses` (K̂ - u of the K̂ above u, non-empty, all > 0) out of
+// `replicates`, with sample maximum `max_khat`, at one-sided level `level` and horizon `horizon`.
+ThinTailBound thin_tail_bound(std::span<const double> excesses, double u, double max_khat, std::size_t replicates,
+                              double level, double horizon);
 
 // Linear-interpolation quantile (Hyndman & Fan type 7, NumPy's default) of a sorted,
 // non-empty sample. Throws std::invalid_argument for an empty sample or q outside [0, 1].

@@ -73,7 +73,14 @@ nlohmann::json to_json(const stats::TailAnalysis& a) {
   j["se"] = fitted ? json_number(a.se) : nlohmann::json(nullptr);
   j["U"] = json_number(a.U);
   // What U is: a one-sided bound on r_T at `level` (fitted), else the rule that set it.
-  j["U_kind"] = fitted ? "profile_likelihood_upper_bound" : a.mode == stats::TailMode::thin_tail ? "max_khat" : "rule";
+  j["U_kind"] = fitted ? "profile_likelihood_upper_bound" : a.thin ? "exponential_upper_bound" : "rule";
+  j["thin_bound"] = a.thin ? nlohmann::json{{"u", json_number(a.thin->u)},
+                                           {"exceedances", a.thin->exceedances},
+                                           {"mean_excess", json_number(a.thin->mean_excess)},
+                                           {"sigma_upper", json_number(a.thin->sigma_upper)},
+                                           {"zeta_upper", json_number(a.thin->zeta_upper)},
+                                           {"U", json_number(a.thin->U)}}
+                           : nlohmann::json(nullptr);
   j["boundary_fit"] = a.boundary_fit;
   j["tail_q"] = fitted ? json_number(a.tail_q) : nlohmann::json(nullptr);
   if (a.heavy.tested) {

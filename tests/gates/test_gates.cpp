@@ -150,8 +150,8 @@ TEST_CASE("variance gate adds the selection-flip test of a selecting family to i
   CHECK_FALSE(none.decide().selection);
 }
 
-TEST_CASE("variance gate doubles R while a thin tail sits near a threshold, up to R_max", "[gates][variance]") {
-  // K̂ = 1.5 on one replicate in 16 (a thin tail whose max is within 2x of warn_K = 2).
+TEST_CASE("variance gate doubles R while a thin tail's bound straddles a threshold, up to R_max", "[gates][variance]") {
+  // K̂ = 1.5 on one replicate in 16: a thin tail whose exponential bound at T lies past warn_K.
   kcert::gates::VarianceGate gate({}, 16, 64, FloatFormat::bf16);
   std::uint64_t done = 0;
   std::vector<std::uint64_t> targets;
@@ -170,7 +170,7 @@ TEST_CASE("variance gate doubles R while a thin tail sits near a threshold, up t
   const auto r = gate.decide();
   CHECK(r.looks == std::vector<std::uint64_t>({16, 32, 64}));
   CHECK(r.unstable);
-  CHECK(r.verdict == Verdict::pass);
+  CHECK(r.verdict == Verdict::warn);  // 4 events cannot show r_T <= warn_K; the max 1.5 shows no FAIL
 }
 
 TEST_CASE("algebra gate reports the worst discrepancy, and a pattern mismatch before it", "[gates][algebra]") {

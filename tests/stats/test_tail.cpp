@@ -116,18 +116,63 @@ TEST_CASE("all-zero K-hat is PASS trivially aligned", "[tail]") {
   CHECK_FALSE(a.free_fit);
 }
 
-TEST_CASE("thin tail judges the empirical maximum without a fit", "[tail]") {
-  // 1000 zeros and 60 positive values: q0.9 of the positives leaves 6 exceedances < 10.
+TEST_CASE("thin tail: the exponential bound over the positive K-hat is judged", "[tail]") {
+  // 1000 zeros and 60 positive values: q0.9 of the positives leaves 6 exceedances < 50.
   std::vector<double> k(1000, 0.0);
-  for (int i = 1; i <= 60; ++i) k.push_back(0.05 * i);  // max 3.0
+  for (int i = 1; i <= 60; ++i) k.push_back(0.05 * i);  // max 3.0, mean 1.525
   const auto a = analyze_tail(k, VarianceSettings{});
   CHECK(a.mode == TailMode::thin_tail);
   CHECK(a.n_exc == 6);
-  CHECK(a.U == 3.0);
+  REQUIRE(a.thin);
+  CHECK(a.thin->u == Approx(2.705));  // q0.9 of 0.05 .. 3.0
+  CHECK(a.thin->exceedances == 6);
+  CHECK(a.thin->mean_excess == Approx(0.17));  // 2.75 .. 3.0 over 2.705
+  CHECK(a.U == a.thin->U);
+  CHECK(a.U > 3.0);  // six exceedances extrapolated to T reach past the maximum: about 8.8
+  CHECK(a.U < 10.0);
+  CHECK(a.lower == 3.0);
   CHECK(a.verdict == Verdict::warn);
   CHECK_FALSE(a.clipped_fit);
-  CHECK_THAT(a.reason, Catch::Contains("thin tail"));
+  CHECK_THAT(a.reason, Catch::Contains("thin tail") && Catch::Contains("exponential bound"));
   CHECK(a.zeta == Approx(6.0 / 1060.0));
+}
+
+TEST_CASE("thin tail: a small maximum among many zeros is not a PASS by itself", "[tail]") {
+  // Issue 36: 80 % zeros at R = 128 put a maximum near 0.45 on a tail whose r_T is 2.6; the
+  // maximum alone PASSed it. Three exceedances cannot bound r_T below warn_K at T.
+  std::vector<double> k(102, 0.0);
+  for (int i = 1; i <= 26; ++i) k.push_back(0.45 * i / 26.0);  // max 0.45
+  const auto a = analyze_tail(k, no_bootstrap());
+  REQUIRE(a.thin);
+  CHECK(a.thin->exceedances == 3);
+  CHECK(a.U > 2.0);
+  CHECK(a.verdict == Verdict::warn);
+  // One positive K-hat: no exceedance of u (= that value); it is the exceedance of 0.
+  std::vector<double> one(1023, 0.0);
+  one.push_back(0.01);
+  const auto b = analyze_tail(one, no_bootstrap());
+  REQUIRE(b.thin);
+  CHECK(b.thin->u == 0.0);
+  CHECK(b.thin->exceedances == 1);
+  CHECK(b.U > 0.01);
+}
+
+TEST_CASE("thin-tail bound agrees with SciPy's chi-squared quantiles", "[tail][scipy]") {
+  // generate_thin_tail_bound.py
+  const auto fixture = kcert::test::load_fixture("thin_tail_bound_reference.json");
+  for (const auto& row : fixture.at("bounds")) {
+    const auto excesses = row.at("excesses").get<std::vector<double>>();
+    const auto R = row.at("replicates").get<std::size_t>();
+    INFO("n = " << excesses.size() << " R = " << R);
+    const auto b = kcert::stats::thin_tail_bound(excesses, row.at("u"), row.at("max_khat"), R, row.at("level"), row.at("horizon"));
+    CHECK(b.sigma_upper == Approx(row.at("sigma_upper").get<double>()).epsilon(1e-9));
+    CHECK(b.zeta_upper == Approx(row.at("zeta_upper").get<double>()).epsilon(1e-9));
+    CHECK(b.U == Approx(row.at("U").get<double>()).epsilon(1e-9));
+  }
+  // SciPy ran the thin-tail path on zero-inflated exponential and GPD(-0.3) laws: U covers r_T at least at its level.
+  for (const auto& row : fixture.at("coverage")) CHECK(row.at("coverage").get<double>() >= row.at("level").get<double>());
+  CHECK_THROWS(kcert::stats::thin_tail_bound(std::vector<double>{}, 0.0, 1.0, 10, 0.99, 1e5));
+  CHECK_THROWS(kcert::stats::thin_tail_bound(std::vector<double>{1.0, 2.0}, 0.0, 2.0, 1, 0.99, 1e5));
 }
 
 TEST_CASE("variance verdict is PASS up to warn_K and WARN up to fail_K and FAIL above", "[tail]") {
