@@ -54,10 +54,11 @@ VarianceEvidence evidence_of(const stats::TailAnalysis& t) {
   e.events = t.khat.count - t.khat.zeros;
   e.exceedances = t.n_exc;
   const double declared = t.settings.horizon;
-  // A fit and the thin-tail bound both bound r_T at T; with no K̂ above 0 the sample supports
-  // about R/3 (the rule of three) and nothing past it.
-  const bool bounded_at_t = t.mode == stats::TailMode::fitted || t.mode == stats::TailMode::thin_tail;
-  e.horizon = bounded_at_t ? declared : static_cast<double>(t.khat.count) / 3.0;
+  // A fit bounds r_T at T, the thin-tail bound up to its supported horizon (T unless a PASS is
+  // short of it); with no K̂ above 0 the sample supports about R/3 (the rule of three).
+  e.horizon = t.mode == stats::TailMode::fitted ? declared
+              : t.thin                          ? t.thin->supported_horizon
+                                                : static_cast<double>(t.khat.count) / 3.0;
   e.reaches_horizon = e.horizon >= declared;
   return e;
 }

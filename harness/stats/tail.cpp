@@ -212,16 +212,24 @@ TailAnalysis analyze_tail(std::span<const double> k_hat, const VarianceSettings&
     a.thin = thin_tail_bound(peaks.exceedances, peaks.u, s.max, s.count, settings.level, settings.horizon);
     a.U = a.thin->U;
     a.lower = s.max;
-    // FAIL needs a maximum past fail_K: a bound past it from a few exceedances shows only that
-    // r_T ≤ warn_K is not shown (WARN); with one or two events at small R the χ² factor alone
-    // puts U past any threshold.
-    a.verdict = worst(threshold_verdict(s.max, warn, fail), a.U > warn ? Verdict::warn : Verdict::pass);
+    // The maximum decides WARN and FAIL: with a few exceedances the χ² factor alone puts U past
+    // any threshold, so a bound past warn_K shows only that r_T ≤ warn_K is not shown at T. The
+    // stop rule grows while [max K̂, U] straddles a threshold; a PASS whose bound still passes
+    // warn_K (R_max reached) is a PASS short of the horizon: the bound shows r ≤ warn_K up to
+    // the horizon T' where u + σ_U·ln(T'·ζ_U) = warn_K, and the evidence says so.
+    a.verdict = threshold_verdict(s.max, warn, fail);
+    const bool short_of_t = a.verdict == Verdict::pass && a.U > warn;
+    a.thin->supported_horizon =
+        short_of_t ? std::exp((warn - a.thin->u) / a.thin->sigma_upper) / a.thin->zeta_upper : settings.horizon;
     a.reason = "thin tail: " + std::to_string(a.n_exc) + " exceedance(s) < " + std::to_string(settings.min_exceedances) +
                ", U = " + format_number(a.U) + " (one-sided " + format_number(settings.level) +
                " exponential bound at T over " + std::to_string(a.thin->exceedances) + " exceedance(s) of " +
                format_number(a.thin->u) + ", mean excess " + format_number(a.thin->mean_excess) +
                "; max K-hat = " + format_number(s.max) + ") against warn " +
-               format_number(warn) + " / fail " + format_number(fail);
+               format_number(warn) + " / fail " + format_number(fail) +
+               (short_of_t ? "; PASS short of the horizon: r <= warn shown up to T' = " +
+                                 format_number(a.thin->supported_horizon) + " of T = " + format_number(settings.horizon)
+                           : "");
     return a;
   }
 

@@ -56,7 +56,7 @@ void validate(const VarianceSettings& s);
 enum class TailMode {
   infinite,           // some K̂ = +∞ (E_ref = 0 < E_prod - ε): FAIL at once
   trivially_aligned,  // every K̂ = 0: production within one ULP of the oracle
-  thin_tail,          // too few exceedances to fit: an exponential bound at u (WARN at most unless max K̂ FAILs)
+  thin_tail,          // too few exceedances to fit: max K̂ decides, an exponential bound at T says how far a PASS reaches
   fitted,             // GPD return level
 };
 std::string_view to_string(TailMode m);
@@ -109,6 +109,10 @@ struct ThinTailBound {
   double sigma_upper = 0.0;  // 2·S / χ²(2n) at α/2
   double zeta_upper = 0.0;   // the Poisson upper bound on P(K̂ > u), at α/2
   double U = 0.0;            // max(max K̂, u + σ_U·ln(T·ζ_U)); max K̂ when T·ζ_U ≤ 1
+  // The horizon up to which the bound shows r ≤ warn_K: T when U ≤ warn_K or the verdict is
+  // WARN/FAIL by the maximum; otherwise (a PASS short of the horizon) T' with
+  // u + σ_U·ln(T'·ζ_U) = warn_K. Set by analyze_tail, which knows warn_K.
+  double supported_horizon = 0.0;
 };
 
 struct TailAnalysis {

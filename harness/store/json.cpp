@@ -79,7 +79,8 @@ nlohmann::json to_json(const stats::TailAnalysis& a) {
                                            {"mean_excess", json_number(a.thin->mean_excess)},
                                            {"sigma_upper", json_number(a.thin->sigma_upper)},
                                            {"zeta_upper", json_number(a.thin->zeta_upper)},
-                                           {"U", json_number(a.thin->U)}}
+                                           {"U", json_number(a.thin->U)},
+                                           {"supported_horizon", json_number(a.thin->supported_horizon)}}
                            : nlohmann::json(nullptr);
   j["boundary_fit"] = a.boundary_fit;
   j["tail_q"] = fitted ? json_number(a.tail_q) : nlohmann::json(nullptr);

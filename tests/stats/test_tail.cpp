@@ -137,16 +137,29 @@ TEST_CASE("thin tail: the exponential bound over the positive K-hat is judged", 
   CHECK(a.zeta == Approx(6.0 / 1060.0));
 }
 
-TEST_CASE("thin tail: a small maximum among many zeros is not a PASS by itself", "[tail]") {
+TEST_CASE("thin tail: a small maximum among many zeros is not a PASS at the horizon", "[tail]") {
   // Issue 36: 80 % zeros at R = 128 put a maximum near 0.45 on a tail whose r_T is 2.6; the
-  // maximum alone PASSed it. Three exceedances cannot bound r_T below warn_K at T.
+  // maximum alone PASSed it at T. Three exceedances cannot bound r_T below warn_K at T: the
+  // PASS reaches only the horizon where the exponential bound meets warn_K.
   std::vector<double> k(102, 0.0);
   for (int i = 1; i <= 26; ++i) k.push_back(0.45 * i / 26.0);  // max 0.45
-  const auto a = analyze_tail(k, no_bootstrap());
+  const auto settings = no_bootstrap();
+  const auto a = analyze_tail(k, settings);
   REQUIRE(a.thin);
   CHECK(a.thin->exceedances == 3);
   CHECK(a.U > 2.0);
-  CHECK(a.verdict == Verdict::warn);
+  CHECK(a.verdict == Verdict::pass);
+  CHECK(a.thin->supported_horizon < settings.horizon);
+  CHECK(a.thin->supported_horizon > 128.0 / 3.0);
+  // The bound at T' is warn_K: u + σ_U·ln(T'·ζ_U).
+  CHECK(a.thin->u + a.thin->sigma_upper * std::log(a.thin->supported_horizon * a.thin->zeta_upper) ==
+        Approx(settings.warn_k).epsilon(1e-9));
+  CHECK(a.reason.find("PASS short of the horizon") != std::string::npos);
+  // The maximum past warn_K decides WARN whatever the bound.
+  k.back() = 2.5;
+  const auto w = analyze_tail(k, settings);
+  CHECK(w.verdict == Verdict::warn);
+  CHECK(w.thin->supported_horizon == settings.horizon);
   // One positive K-hat: no exceedance of u (= that value); it is the exceedance of 0.
   std::vector<double> one(1023, 0.0);
   one.push_back(0.01);
