@@ -6,7 +6,8 @@
 Prints, per control, every difference in the verdicts (overall and per gate), U, r_T, se,
 max |z| of both bias statistics, the replicate counts and the stopping rule's looks; then,
 unless --fields-only, every other difference anywhere in the result documents except the
-`runtime` block (timings, threads) and `provenance` (revision, time). Used to show that a
+`runtime` block (timings, threads), `provenance` (revision, time) and a swept case's
+per-setting `seconds`. Used to show that a
 change which must not alter behaviour (a refactoring) did not: exit 0 when the files agree,
 1 when they differ, 2 on unusable input.
 """
@@ -14,6 +15,8 @@ import json
 import sys
 
 IGNORED = {"runtime", "provenance"}
+# Timings outside the runtime block: a swept case's per-setting wall time.
+IGNORED_PATHS = {"/sweep/settings[*]/seconds"}
 
 
 def load(path):
@@ -57,6 +60,8 @@ def diff(a, b, path, out):
         for i, (x, y) in enumerate(zip(a, b)):
             diff(x, y, f"{path}[{i}]", out)
     elif a != b:
+        if any(path.startswith(p.split("[*]")[0]) and path.endswith(p.split("[*]")[1]) for p in IGNORED_PATHS):
+            return
         out.append(f"{path}: {json.dumps(a)[:80]} -> {json.dumps(b)[:80]}")
 
 

@@ -1,13 +1,11 @@
 #include "harness/engine/engine.hpp"
 #include "harness/engine/draw.hpp"
-#include "harness/kernels/footprint.hpp"
+#include "harness/engine/batch_pipeline.hpp"
 
 #include <algorithm>
 #include <array>
 #include <chrono>
 #include <cmath>
-#include <future>
-#include <memory>
 #include <stdexcept>
 
 #include "harness/gates/algebra_gate.hpp"
@@ -15,7 +13,6 @@
 #include "harness/gates/bias_gate.hpp"
 #include "harness/gates/variance_gate.hpp"
 #include "harness/numerics/observations.hpp"
-#include "harness/numerics/process_policy.hpp"
 #include "harness/numerics/runtime.hpp"
 #include "harness/stats/random.hpp"
 
@@ -81,31 +78,6 @@ void check_output(const torch::Tensor& out, const std::string& who, std::int64_t
   }
 }
 
-// Bytes one kernel call may hold. Measured on the loss family (2 M logits per replicate):
-// 256 replicates per call held 10.9 GB and spent 48 % of the CPU in page faults; 8 per call
-// (664 MB) ran 2.2x faster (issue 17). A few hundred MiB keeps every family far from both.
-constexpr double kBatchBytes = 256.0 * 1024 * 1024;
-constexpr std::int64_t kMaxBatch = 256;
-
-std::int64_t batch_for(double bytes_per_replicate) {
-  const double fit = std::floor(kBatchBytes / std::max(1.0, bytes_per_replicate));
-  return static_cast<std::int64_t>(std::clamp(fit, 1.0, static_cast<double>(kMaxBatch)));
-}
-
-// Replicates per kernel call: from the family's footprint (kernels/footprint.hpp) when kcert
-// knows the family, else from the bytes of the first replicate's own tensors (a plugin's),
-// counted with the same copy factors.
-std::int64_t automatic_batch(const contract::TestCase& tc, const kernels::Family& family, int output_bytes,
-                             double measured_input_bytes_fp64, double measured_output_elements) {
-  if (const auto f = kernels::builtin_footprint(tc.family, tc.probe))
-    return batch_for(kernels::estimate_memory(*f, output_bytes, family.selects).per_replicate());
-  kernels::Footprint measured;
-  measured.input = measured_input_bytes_fp64 / 8;
-  measured.output = measured_output_elements;
-  measured.work = 2 * std::max(measured.input, measured.output);
-  return batch_for(kernels::estimate_memory(measured, output_bytes, family.selects).per_replicate());
-}
-
 // The case with the run's overrides (replicates, seed) applied.
 contract::TestCase with_overrides(const contract::TestCase& in, const RunOptions& options) {
   auto tc = in;
@@ -142,12 +114,8 @@ contract::TestCase with_overrides(const contract::TestCase& in, const RunOptions
 // The kernel pair of a case on its device: draws replicates from their own streams and
 // evaluates reference and production at the working precision and the oracle (the
 // reference under the fp64 policy). Keeps the timings the result reports.
-class PairEvaluator {
+class PairEvaluator final : public PairSource {
  public:
-  struct Outputs {
-    torch::Tensor ref, prod, oracle;
-    torch::Tensor oracle_alt;  // selecting families: near ties resolved the other way
-  };
 
   PairEvaluator(const contract::TestCase& tc, const kernels::Registry& registry, torch::Device device,
                 stats::FloatFormat out_format, Runtime& runtime)
@@ -166,16 +134,14 @@ class PairEvaluator {
         runtime_(runtime) {}
 
   const kernels::Family& family() const { return family_; }
-  // Bytes of the last call's per-replicate inputs in fp64, per replicate.
-  double last_input_bytes_fp64() const {
+  double last_input_bytes_fp64() const override {
     double bytes = 0;
     for (const auto& [name, t] : batch_64_.tensors()) bytes += static_cast<double>(t.nbytes());
     const auto n = batch_64_.tensors().empty() ? 1 : batch_64_.tensors().begin()->second.size(0);
     return bytes / static_cast<double>(std::max<std::int64_t>(1, n));
   }
 
-  // Replicates first .. first + count - 1, stacked along the batch dimension.
-  Outputs evaluate(std::uint64_t first, std::int64_t count) {
+  PairOutputs evaluate(std::uint64_t first, std::int64_t count) override {
     const auto td = Clock::now();
     const auto stacked = draw_replicates(family_, tc_.probe, fixed_cpu_, tc_.probe.seed, first, count);
     const auto in_w = merge(fixed_w_, to_inputs(stacked, device_, std::nullopt));
@@ -184,7 +150,7 @@ class PairEvaluator {
     runtime_.draw_seconds += seconds_since(td);
 
     const auto tk = Clock::now();
-    Outputs out;
+    PairOutputs out;
     {
       torch::NoGradGuard no_grad;
       out.ref = ref_.fn(in_w, working_, tc_.reference.params);
@@ -210,7 +176,7 @@ class PairEvaluator {
 
   // Production under the fp64 policy on the first k replicates of the last batch (the
   // algebra gate's run; the oracle is the reference's half of it).
-  torch::Tensor production_fp64(std::int64_t k) {
+  torch::Tensor production_fp64(std::int64_t k) override {
     const auto ta = Clock::now();
     torch::Tensor prod64;
     {
@@ -300,131 +266,23 @@ CaseResult run_setting(const contract::TestCase& tc_in, const kernels::Registry&
     return more;
   };
 
-  std::optional<numerics::BucketLayout> layout;
-  std::int64_t batch = options.batch;
-  std::uint64_t evaluated = 0;
-  // Replicates first .. first + count - 1 through the kernels and to every gate, in batches,
-  // each swept into observations (numerics::BatchSweep, shared out by replicate).
-  //
-  // On the CPU a batch is swept as soon as its kernels are done, on the intra-op threads.
-  // The sweep reads 12 bytes per element (bf16 ref and prod, the fp64 oracle) that are no
-  // longer in cache, and the RMSNorm-like kernels are themselves bound by memory bandwidth,
-  // so there is little idle core time for it to hide in: swept beside the next batch by a
-  // thread in the idle scheduling class, it took the bandwidth the next batch's draw and
-  // kernels needed (real_rms_norm_kernel's draw took 0.38-0.41 s against 0.23-0.27 s bare) and
-  // cost more than sweeping after. Interleaved on a 2-core AMD EPYC (issue 17, two rounds,
-  // harness/bare, docs/benchmarks.md): n2 2.05-2.17 -> 1.09-1.20, n7 1.40-1.50 -> 1.15-1.24,
-  // mean-as-sum 1.30-1.32 -> 1.18-1.24, #16 1.22-1.25 -> 1.07-1.13, real_matmul_long_k
-  // 1.08-1.12 -> 1.07, the router controls level.
-  //
-  // Where the kernels run on a GPU the CPU mostly waits for them, and there the idle-class
-  // thread sweeps a batch while the next is drawn and evaluated; the settle step sweeps
-  // what it did not reach on the intra-op threads, so a starved thread holds the run up by
-  // at most the replicate it is in.
   const bool beside_next_batch =
       options.sweep == SweepSchedule::beside_next_batch ||
       (options.sweep == SweepSchedule::automatic && !device.is_cpu());
-  struct Sweeping {
-    std::uint64_t first = 0;
-    std::int64_t count = 0;
-    std::vector<gates::AlgebraObservation> fp64;
-    std::shared_ptr<numerics::BatchSweep> sweep;
-    std::future<void> background;  // the idle-class thread sweeping beside the next batch, if any
-  };
-  const auto observe_range = [&](std::uint64_t first, std::uint64_t count) {
-    std::optional<Sweeping> pending;
-    // Sweeps the pending batch (what no other thread has), waits for it and gives it to the
-    // gates. observe_seconds counts this and the gates: the part of the sweep the kernels did
-    // not hide (on the CPU, all of it).
-    const auto settle = [&]() {
-      auto batch_done = std::move(*pending);
-      pending.reset();
-      const auto to = Clock::now();
-      const auto obs = batch_done.sweep->finish();
-      if (batch_done.background.valid()) batch_done.background.get();  // it has run out of replicates
-      const gates::ReplicateBatch seen_batch{batch_done.first, obs.replicates, batch_done.fp64,
-                                             obs.nonfinite ? &*obs.nonfinite : nullptr};
-      for (auto* o : observers) o->observe(seen_batch);
-      evaluated += static_cast<std::uint64_t>(batch_done.count);
-      result.runtime.observe_seconds += seconds_since(to);
-      result.nonfinite = obs.nonfinite;
-      const auto reached = batch_done.first + static_cast<std::uint64_t>(batch_done.count);
-      if (options.progress && !result.nonfinite) {
-        options.progress(Progress{&tc.id, reached < gates::kConfirmationBase ? reached : reached - first,
-                                  first < gates::kConfirmationBase ? first + count : count, seconds_since(t0)});
-      }
-    };
-    for (std::uint64_t seen = 0; seen < count && !result.nonfinite;) {
-      // Until the output size is known, one replicate per call; then the automatic size.
-      const auto b = static_cast<std::int64_t>(std::min<std::uint64_t>(count - seen, batch > 0 ? batch : 1));
-      const auto r = first + seen;
-      PairEvaluator::Outputs out;
-      try {
-        out = pair.evaluate(r, b);
-      } catch (...) {
-        // A batch evaluated ahead of a pending one that held a non-finite value is one a
-        // sequential run never evaluates: its error is not this run's.
-        if (pending) settle();
-        if (result.nonfinite) break;
-        throw;
-      }
-      // Beside the next batch: the previous batch goes to the gates before this one, once this
-      // batch's kernels (the time its sweep hides in) are done; if it held a non-finite value
-      // the run stops there and this batch is dropped unseen, before any more work on it, as
-      // a sequential run.
-      if (pending) settle();
-      if (result.nonfinite) break;
-      if (!layout) {
-        result.output_shape.assign(out.ref.sizes().begin() + 1, out.ref.sizes().end());
-        layout = numerics::make_bucket_layout(family.bucket_ids(tc.bucket_axis, tc.probe, result.output_shape),
-                                              result.output_shape);
-        if (batch <= 0) {
-          batch = automatic_batch(tc, family, static_cast<int>(out.ref.element_size()), pair.last_input_bytes_fp64(),
-                                  static_cast<double>(layout->ids.size()));
-        }
-        result.runtime.batch = batch;
-      }
-      // The algebra gate's fp64 run needs this batch's inputs, which the next evaluate
-      // replaces, so it runs now. It is kernel time (production_fp64 counts it).
-      torch::Tensor prod64;
-      const auto k = static_cast<std::int64_t>(algebra.fp64_replicates(r, static_cast<std::uint64_t>(b)));
-      if (k > 0) prod64 = pair.production_fp64(k);
-      Sweeping next;
-      next.first = r;
-      next.count = b;
-      if (k > 0) {
-        const auto tc0 = Clock::now();
-        next.fp64 = numerics::compare_fp64(out.oracle.narrow(0, 0, k), prod64, static_cast<std::int64_t>(r), *layout,
-                                           result.output_shape);
-        result.runtime.observe_seconds += seconds_since(tc0);
-      }
-      // Beside the next batch: the range's last batch has no next batch to hide its sweep
-      // behind, and settle() sweeps it all on the intra-op threads. With few batches per range
-      // (n3: 1 + 128 + 127 replicates) a last batch swept on one thread was a quarter of the run.
-      next.sweep = std::make_shared<numerics::BatchSweep>(out.ref, out.prod, out.oracle, out.oracle_alt, *layout,
-                                                          static_cast<std::int64_t>(r), result.output_shape, out_format);
-      if (beside_next_batch && seen + static_cast<std::uint64_t>(b) < count) {
-        next.background = std::async(std::launch::async, [sweep = next.sweep] {
-          numerics::run_this_thread_when_idle();
-          sweep->help();
-        });
-      }
-      pending = std::move(next);
-      seen += static_cast<std::uint64_t>(b);
-      if (!beside_next_batch) settle();
-    }
-    if (pending) settle();
-  };
+  BatchPipeline pipeline(tc, family, out_format, pair, algebra, observers,
+                         {options.batch, beside_next_batch, options.progress, t0}, result.runtime);
   std::uint64_t done = 0;
-  for (std::uint64_t more = wanted(done); more > 0 && !result.nonfinite; more = wanted(done)) {
-    observe_range(done, more);
+  for (std::uint64_t more = wanted(done); more > 0 && !pipeline.nonfinite(); more = wanted(done)) {
+    pipeline.observe_range(done, more);
     done += more;
   }
   std::uint64_t confirm = 0;
   for (auto* o : observers) confirm = std::max(confirm, o->wants_confirmation());
-  if (confirm > 0 && !result.nonfinite) observe_range(gates::kConfirmationBase, confirm);
+  if (confirm > 0 && !pipeline.nonfinite()) pipeline.observe_range(gates::kConfirmationBase, confirm);
 
-  result.replicates = evaluated;
+  result.output_shape = pipeline.output_shape();
+  result.nonfinite = pipeline.nonfinite();
+  result.replicates = pipeline.evaluated();
   result.algebra = algebra.decide();
   result.bias = bias.decide();
   result.variance = variance.decide();
