@@ -7,6 +7,8 @@
 //   kcert-study bias-power probability of flagging a bucket with standardized effect ρ
 //   kcert-study attribution how often the bias gate's attribution against the oracle turns a
 //                          FAIL into a WARN, for a biased reference and for a biased production
+//   kcert-study dw-null    the bias test's false-alarm rate on per-element dW buckets of a
+//                          benign backward pair (fp32 reductions in two orders, issue 31)
 //   kcert-study selection  the selection-flip test of a selecting family: null rate and the
 //                          probability of WARN/FAIL against the flip-rate ratio
 //
@@ -21,6 +23,7 @@
 #include <boost/math/distributions/non_central_t.hpp>
 #include <boost/math/distributions/normal.hpp>
 #include <cmath>
+#include <cstring>
 #include <iostream>
 #include <optional>
 #include <random>
@@ -664,6 +667,155 @@ int gate_study(const GateOptions& o) {
   }
   return ok ? 0 : 1;
 }
+
+// ---- bias test on per-element dW buckets (backward, issue 31) -----------------------------
+
+// Round-to-nearest-even to bfloat16, in float (finite inputs).
+float to_bf16(float x) {
+  std::uint32_t u;
+  std::memcpy(&u, &x, sizeof u);
+  u += 0x7FFFu + ((u >> 16) & 1u);
+  u &= 0xFFFF0000u;
+  float out;
+  std::memcpy(&out, &u, sizeof out);
+  return out;
+}
+
+double normal_draw(SplitMix64& rng) {
+  const double u1 = 1.0 - rng.uniform(), u2 = rng.uniform();
+  return std::sqrt(-2.0 * std::log(u1)) * std::cos(6.283185307179586 * u2);
+}
+
+struct DwNullOptions {
+  std::string replicates = "256,1024", tokens = "1024,8192", shifts = "0,0.5";
+  std::string levels = "3,4";
+  double pool = 200000;     // simulated dW elements per (N, shift) cell: the law of Δ
+  double buckets = 1e6;     // buckets per t-test cell, each R draws from the pool
+  int block = 128;          // rows per partial of the production's blocked reduction
+  std::string channels = "256,4096";  // H, for the family-wise rate
+  std::uint64_t seed = 6;
+  bool check = false;
+  // A defect, not a null (BN30: dW accumulated in bf16, the running sum rounded after every
+  // add): with it the check must fail, which CTest runs (WILL_FAIL) to show that it can.
+  bool bf16_accumulation = false;
+};
+
+// A benign dW pair (backward catalog BP2): dW_c = Σ_t dy_t·h_t over N tokens, h and dy bf16.
+// Reference: eager autograd's order (the product rounded to bf16, as ATen's bf16 mul, then an
+// fp32 sequential sum, one rounding to bf16). Production: Liger-style fp32 products summed in
+// blocks of `block` rows, the partials summed in fp32, one rounding. Δ = prod - ref has mean 0
+// only if the two orders are unbiased against each other: that is what is measured, then the
+// bias test's per-bucket false-alarm rate on buckets of one dW element per replicate.
+int dw_null(const DwNullOptions& o) {
+  const auto Rs = parse_list(o.replicates), Ns = parse_list(o.tokens), shifts = parse_list(o.shifts);
+  const auto levels = parse_list(o.levels), Hs = parse_list(o.channels);
+  std::cout << fmt::format(
+      "Per-element dW buckets (issue 31): a benign pair of dW reductions, the eager order (bf16 products, "
+      "fp32 sequential sum) against fp32 products summed in blocks of {} rows, each rounded once to bf16; "
+      "h ~ bf16(N(s, 1)), dy ~ bf16(N(s, 1)){}. Law of Δ = prod - ref over {:g} elements per cell (ULP of the "
+      "reference's bf16 value), then the bias test's per-bucket rate over {:g} buckets of R draws from that law "
+      "(t cut), signed statistic / magnitude statistic (sign(ref)·Δ), divided by the nominal 2Φ(-z*), each with "
+      "its 95 % Wilson interval; the family-wise rate over H buckets and both statistics at z* = 5 is "
+      "1 - (1 - rate)^(2H) against the union bound 4H·Φ(-5), with the rate at z* = 5 taken as nominal × the larger "
+      "measured ratio at z* = 4 (z* = 5 needs ~1e9 buckets).\n\n",
+      o.block, o.bf16_accumulation ? "; the production accumulates in bf16 (defect BN30, not a null)" : "",
+      o.pool, o.buckets);
+  std::cout << "| N | s | P(Δ = 0) | P(Δ > 0) | P(Δ < 0) | asymmetry z | mean Δ (ULP) | P(|Δ| ≥ 2 ULP) |";
+  for (double R : Rs)
+    for (double z : levels) std::cout << fmt::format(" R = {:g}, z* = {:g} |", R, z);
+  for (double H : Hs) std::cout << fmt::format(" family-wise H = {:g} (union bound) |", H);
+  std::cout << "\n|---|---|---|---|---|---|---|---|";
+  for (std::size_t i = 0; i < Rs.size() * levels.size() + Hs.size(); ++i) std::cout << "---|";
+  std::cout << "\n";
+  bool ok = true;
+  std::uint64_t cell = 0;
+  for (double Nd : Ns) {
+    const auto N = static_cast<int>(Nd);
+    for (double shift : shifts) {
+      SplitMix64 rng(derive_seed(o.seed, ++cell));
+      const auto M = static_cast<std::size_t>(o.pool);
+      std::vector<double> pool(M), pool_magnitude(M);  // Δ, and sign(ref)·Δ (the magnitude statistic's)
+      std::size_t zero = 0, pos = 0, neg = 0, big = 0;
+      double mean_ulp = 0.0;
+      std::vector<float> h(N), dy(N);
+      for (std::size_t e = 0; e < M; ++e) {
+        for (int t = 0; t < N; ++t) {
+          h[t] = to_bf16(static_cast<float>(shift + normal_draw(rng)));
+          dy[t] = to_bf16(static_cast<float>(shift + normal_draw(rng)));
+        }
+        float ref = 0.0f;
+        for (int t = 0; t < N; ++t) ref += to_bf16(dy[t] * h[t]);
+        float prod = 0.0f;
+        for (int b = 0; b < N; b += o.block) {
+          float partial = 0.0f;
+          for (int t = b; t < std::min(N, b + o.block); ++t) {
+            partial = o.bf16_accumulation ? to_bf16(prod + partial + dy[t] * h[t]) - prod : partial + dy[t] * h[t];
+          }
+          prod += partial;
+        }
+        const float ref_w = to_bf16(ref), prod_w = to_bf16(prod);
+        const double d = static_cast<double>(prod_w) - static_cast<double>(ref_w);
+        pool[e] = d;
+        pool_magnitude[e] = ref_w < 0 ? -d : d;
+        const double ulp = kcert::stats::ulp_spacing(ref_w, kcert::stats::FloatFormat::bf16);
+        zero += d == 0.0;
+        pos += d > 0.0;
+        neg += d < 0.0;
+        big += std::fabs(d) >= 2 * ulp;
+        mean_ulp += d / ulp;
+      }
+      const double Md = static_cast<double>(M);
+      const double asym = (static_cast<double>(pos) - static_cast<double>(neg)) /
+                          std::sqrt(std::max(1.0, static_cast<double>(pos + neg)));
+      std::cout << fmt::format("| {} | {:g} | {:.3f} | {:.4f} | {:.4f} | {:+.2f} | {:+.4f} | {:.2g} |", N, shift, zero / Md,
+                               pos / Md, neg / Md, asym, mean_ulp / Md, big / Md);
+      double ratio_at_4 = 1.0;
+      for (double Rd : Rs) {
+        const auto R = static_cast<std::uint64_t>(Rd);
+        for (double z : levels) {
+          const double nominal = kcert::stats::per_bucket_false_alarm(z);
+          const double cut = kcert::stats::t_cut(R, z);
+          const auto B = static_cast<std::uint64_t>(o.buckets);
+          std::uint64_t hits[2] = {0, 0};  // signed, magnitude
+          for (std::uint64_t bkt = 0; bkt < B; ++bkt) {
+            double sum[2] = {0, 0}, sq[2] = {0, 0};
+            for (std::uint64_t r = 0; r < R; ++r) {
+              const auto i = static_cast<std::size_t>(rng.uniform() * Md);
+              const double x[2] = {pool[i], pool_magnitude[i]};
+              for (int k = 0; k < 2; ++k) sum[k] += x[k], sq[k] += x[k] * x[k];
+            }
+            for (int k = 0; k < 2; ++k) {
+              const double mean = sum[k] / Rd, var = (sq[k] - sum[k] * sum[k] / Rd) / (Rd - 1);
+              const double t = var > 0 ? std::sqrt(Rd) * mean / std::sqrt(var) : (sum[k] != 0 ? INFINITY : 0.0);
+              hits[k] += std::fabs(t) > cut;
+            }
+          }
+          const double Bd = static_cast<double>(B);
+          std::string cellText;
+          for (int k = 0; k < 2; ++k) {
+            const double rate = static_cast<double>(hits[k]) / Bd;
+            const auto [lo, hi] = wilson(static_cast<double>(hits[k]), Bd);
+            cellText += fmt::format("{}{:.2f} [{:.2f}, {:.2f}]", k ? " / " : " ", rate / nominal, lo / nominal, hi / nominal);
+            if (z == 4) ratio_at_4 = std::max(ratio_at_4, rate / nominal);
+            if (o.check && lo > 1.5 * nominal) {
+              ok = false;
+              std::cerr << fmt::format("per-element dW null rate of the {} statistic above 1.5x its level at N = {}, s = {:g}, "
+                                       "R = {}, z* = {:g}: [{:.3g}, {:.3g}], nominal {:.3g}\n",
+                                       k ? "magnitude" : "signed", N, shift, R, z, lo, hi, nominal);
+            }
+          }
+          std::cout << cellText << " |";
+        }
+      }
+      const double p5 = kcert::stats::per_bucket_false_alarm(5.0) * ratio_at_4;
+      for (double H : Hs) {  // 2H tests: both statistics decide
+        std::cout << fmt::format(" {:.2g} ({:.2g}) |", 1 - std::pow(1 - p5, 2 * H), 2 * H * kcert::stats::per_bucket_false_alarm(5.0));
+      }
+      std::cout << "\n";
+    }
+  }
+  return ok ? 0 : 1;
+}
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -723,7 +875,21 @@ int main(int argc, char** argv) {
   gate->add_option("--samples", go.samples, "runs per cell")->capture_default_str();
   gate->add_option("--seed", go.seed)->capture_default_str();
   gate->add_option("--check", go.check, "exit 1 when a lenient rate on GPD(xi <= 0) or capped laws is above this, or a capped K-hat below warn_K does not PASS");
+  DwNullOptions dwo;
+  auto* dw = app.add_subcommand("dw-null", "false-alarm rate of the bias test on per-element dW buckets of a benign backward pair");
+  dw->add_option("--replicates", dwo.replicates, "R values, comma-separated")->capture_default_str();
+  dw->add_option("--tokens", dwo.tokens, "N, the tokens each dW element sums over, comma-separated")->capture_default_str();
+  dw->add_option("--shifts", dwo.shifts, "mean s of h and dy, comma-separated")->capture_default_str();
+  dw->add_option("--levels", dwo.levels, "z* values, comma-separated")->capture_default_str();
+  dw->add_option("--pool", dwo.pool, "dW elements simulated per cell (the law of the difference)")->capture_default_str();
+  dw->add_option("--buckets", dwo.buckets, "buckets per t-test cell")->capture_default_str();
+  dw->add_option("--block", dwo.block, "rows per partial of the blocked reduction")->capture_default_str();
+  dw->add_option("--channels", dwo.channels, "H values for the family-wise rate, comma-separated")->capture_default_str();
+  dw->add_option("--seed", dwo.seed)->capture_default_str();
+  dw->add_flag("--bf16-accumulation", dwo.bf16_accumulation, "the production accumulates dW in bf16 (defect BN30): shows the check can fail");
+  dw->add_flag("--check", dwo.check, "exit 1 when a per-bucket rate's 95 % interval lies above 1.5x its level");
   CLI11_PARSE(app, argc, argv);
+  if (*dw) return dw_null(dwo);
   if (*gate) return gate_study(go);
   if (*attr) return attribution_study(ao);
   if (*cov) return coverage(co);
