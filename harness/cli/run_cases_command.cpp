@@ -16,6 +16,7 @@
 #include "harness/cli/report.hpp"
 #include "harness/cli/run_storage.hpp"
 #include "harness/engine/engine.hpp"
+#include "harness/engine/isolated.hpp"
 #include "harness/kernels/plugin.hpp"
 #include "harness/numerics/runtime.hpp"
 #include "harness/store/json.hpp"
@@ -26,7 +27,10 @@ namespace kcert::cli {
 
 namespace {
 bool g_case_plugins_allowed = false;
+CaseIsolation g_isolation;
 }  // namespace
+
+void set_case_isolation(const CaseIsolation& isolation) { g_isolation = isolation; }
 
 void allow_case_plugins(bool allowed) { g_case_plugins_allowed = allowed; }
 bool case_plugins_allowed() { return g_case_plugins_allowed; }
@@ -217,15 +221,32 @@ std::vector<engine::CaseResult> run_cases(const std::vector<contract::TestCase>&
       if (after_each) after_each(results);
       continue;
     }
+    const auto failed = [&](std::string why) {
+      engine::CaseResult r;
+      r.testcase = cases[i];
+      r.error = std::move(why);
+      r.verdict = stats::Verdict::fail;
+      return r;
+    };
+    // Plugin kernels run in a child process: a crash, exit(), abort or hang there ends this
+    // case as ERROR, not the run (engine/isolated.hpp).
+    const bool from_plugin = engine::kernels_from_plugin(cases[i], registry);
+    const bool isolate = g_isolation.mode == CaseIsolation::Mode::all ||
+                         (g_isolation.mode == CaseIsolation::Mode::plugins && from_plugin);
     try {
-      results.push_back(engine::run_case(cases[i], registry, options));
+      if (isolate) {
+        engine::IsolationOptions io;
+        io.deadline_seconds = g_isolation.deadline_seconds;
+        io.who = from_plugin ? "plugin kernel" : "case";
+        results.push_back(engine::run_case_isolated(cases[i], registry, options, io));
+      } else {
+        results.push_back(engine::run_case(cases[i], registry, options));
+      }
     } catch (const std::exception& e) {
       if (options.device == "cuda" && std::string(e.what()).find("--device cuda") != std::string::npos) throw UsageError(e.what());
-      engine::CaseResult failed;
-      failed.testcase = cases[i];
-      failed.error = e.what();
-      failed.verdict = stats::Verdict::fail;
-      results.push_back(std::move(failed));
+      results.push_back(failed(e.what()));
+    } catch (...) {
+      results.push_back(failed("the case threw an exception that is not a std::exception"));
     }
     progress.finish(results.back());
     if (after_each) after_each(results);

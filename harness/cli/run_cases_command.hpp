@@ -29,4 +29,13 @@ void load_plugins(const std::vector<std::string>& paths, kernels::Registry& regi
 void allow_case_plugins(bool allowed);
 bool case_plugins_allowed();
 
+// Which cases run in a forked child process (engine/isolated.hpp), and for how long at most:
+// by default those whose kernels come from a plugin, with a deadline of an hour. Set once
+// by main() (--isolation, --case-deadline).
+struct CaseIsolation {
+  enum class Mode { plugins, all, none } mode = Mode::plugins;
+  double deadline_seconds = 3600.0;
+};
+void set_case_isolation(const CaseIsolation& isolation);
+
 }  // namespace kcert::cli
