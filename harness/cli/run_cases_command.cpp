@@ -67,7 +67,7 @@ std::vector<std::string> with_installed_controls(std::vector<std::string> paths)
 }  // namespace
 
 std::vector<contract::TestCase> load_cases(const std::vector<std::string>& given_paths, kernels::Registry& registry,
-                                           const std::string& profile) {
+                                           const std::string& profile, std::vector<LoadFailure>* failures) {
   const auto paths = with_installed_controls(given_paths);
   std::vector<std::string> files;
   try {
@@ -75,43 +75,58 @@ std::vector<contract::TestCase> load_cases(const std::vector<std::string>& given
   } catch (const testcase::LoadError& e) {
     throw InputError(e.what());
   }
+  std::string errors;
+  std::set<std::string> failed;  // files already refused
+  const auto refuse = [&](const std::string& file, std::string why) {
+    failed.insert(file);
+    if (failures) failures->push_back({file, std::move(why)});
+    else errors += why + "\n";
+  };
   // A case file naming a plugin would run that library's code on `kcert run x.yaml`; it loads
   // only what the user already named (--plugin, KCERT_PLUGINS) unless they trust case files.
   for (const auto& f : files) {
-    const auto plugins = testcase::plugin_paths(f);
-    for (const auto& p : plugins) {
-      std::error_code ec;
-      const auto canonical = std::filesystem::weakly_canonical(p, ec).string();
-      if (!case_plugins_allowed() && !registry.has_plugin(canonical)) {
-        throw InputError(f + ": plugins: names " + p +
-                         ", and a case file does not load code on its own; name it yourself with --plugin " + p +
-                         " (or KCERT_PLUGINS), or pass --allow-case-plugins to trust every case's plugins (docs/plugins.md)");
+    try {
+      const auto plugins = testcase::plugin_paths(f);
+      for (const auto& p : plugins) {
+        std::error_code ec;
+        const auto canonical = std::filesystem::weakly_canonical(p, ec).string();
+        if (!case_plugins_allowed() && !registry.has_plugin(canonical)) {
+          throw InputError(f + ": plugins: names " + p +
+                           ", and a case file does not load code on its own; name it yourself with --plugin " + p +
+                           " (or KCERT_PLUGINS), or pass --allow-case-plugins to trust every case's plugins (docs/plugins.md)");
+        }
       }
+      load_plugins(plugins, registry);
+    } catch (const InputError& e) {
+      if (!failures) throw;
+      refuse(f, e.what());
+    } catch (const testcase::LoadError& e) {
+      if (!failures) throw InputError(e.what());
+      refuse(f, e.what());
     }
-    load_plugins(plugins, registry);
   }
   testcase::FamilySchemas schemas;
   for (const auto& name : registry.family_names()) schemas.emplace(name, registry.family(name).schema());
   if (files.empty()) throw InputError("no test cases found (looked for *.yaml and *.yml in the given paths)");
   std::vector<contract::TestCase> cases;
-  std::string errors;
   std::map<std::string, std::string> seen;
   for (const auto& f : files) {
+    if (failed.count(f)) continue;
     try {
       auto tc = testcase::load_testcase(f, schemas, profile);
       if (const auto it = seen.find(tc.id); it != seen.end()) {
-        errors += f + ": id: '" + tc.id + "' is already used by " + it->second + "\n";
+        refuse(f, f + ": id: '" + tc.id + "' is already used by " + it->second);
         continue;
       }
       seen.emplace(tc.id, f);
       // Refused before anything is allocated: a shape typo must not take the machine down.
       if (const auto why = memory_refusal(tc, registry)) {
-        errors += f + ": " + *why + "\n";
+        refuse(f, f + ": " + *why);
         continue;
       }
       cases.push_back(std::move(tc));
     } catch (const testcase::LoadError& e) {
-      errors += std::string(e.what()) + "\n";
+      refuse(f, e.what());
     }
   }
   if (!errors.empty()) {
@@ -119,7 +134,7 @@ std::vector<contract::TestCase> load_cases(const std::vector<std::string>& given
     throw InputError(errors);
   }
   // A profile no case defines is a typo, not a request for contract shapes under a new name.
-  if (!profile.empty()) {
+  if (!profile.empty() && !cases.empty()) {
     std::set<std::string> defined;
     for (const auto& tc : cases) defined.insert(tc.profiles.begin(), tc.profiles.end());
     if (!defined.count(profile)) {
@@ -130,6 +145,16 @@ std::vector<contract::TestCase> load_cases(const std::vector<std::string>& given
     }
   }
   return cases;
+}
+
+engine::CaseResult load_failure_result(const LoadFailure& failure) {
+  engine::CaseResult r;
+  r.testcase.id = failure.file;
+  r.testcase.source = failure.file;
+  r.error = "cannot load the case file: " + failure.reason;
+  r.verdict = stats::Verdict::fail;
+  r.torch_version = numerics::torch_version();
+  return r;
 }
 
 namespace {
