@@ -109,18 +109,29 @@ expect_contains "$summary" "exit 2"
 if pgrep -f "controls.*--case-deadline 5" | grep -v "^$$\$" >/dev/null; then fail "a child process outlived the nightly"; fi
 
 # 3. A case run in a child gives what it gives in process (the wire carries every field):
-# the plugin's correct case and a built-in case, with every case in a child (--isolation all).
+# the plugin's correct case, a built-in one, and three controls at smoke shapes that fill
+# the rest of a result (a swept case, a selecting family's flip test, bias FAIL buckets with
+# their frontier), with every case in a child (--isolation all).
+mkdir -p "$WORK/wire"
+cp "$WORK/controls/ordinary_builtin.yaml" "$WORK/controls/plugin_ok.yaml" \
+  "$SRC/testcases/negative/activation/g1_gemma_gelu_erf_vs_tanh.yaml" \
+  "$SRC/testcases/negative/router/m1_moe_top1_softmax_after_topk.yaml" \
+  "$SRC/testcases/negative/rmsnorm/n1_gemma_rmsnorm_offset_bf16.yaml" "$WORK/wire/"
+sed -i 's|^plugins: .*|plugins: [../plugins/hostile.so]|' "$WORK/wire/plugin_ok.yaml"
 for mode in none all; do
-  "$KCERT" --isolation $mode --plugin "$WORK/plugins/hostile.so" run "$WORK/controls/ordinary_builtin.yaml" \
-    "$WORK/controls/plugin_ok.yaml" --json "$WORK/run-$mode.json" --quiet --brief >"$WORK/run-$mode.txt" 2>&1 ||
-    fail "run --isolation $mode: $(cat "$WORK/run-$mode.txt")"
+  # Exit 1: the negatives FAIL, as they should.
+  "$KCERT" --isolation $mode --plugin "$WORK/plugins/hostile.so" run "$WORK/wire" --profile smoke \
+    --json "$WORK/run-$mode.json" --quiet --brief >"$WORK/run-$mode.txt" 2>&1 && fail "the negatives did not FAIL"
+  [[ -s $WORK/run-$mode.json ]] || fail "run --isolation $mode: $(cat "$WORK/run-$mode.txt")"
 done
 python3 - "$WORK/run-none.json" "$WORK/run-all.json" <<'PY'
 import json, sys
 def load(p):
     d = json.load(open(p))
     for r in d["results"]:
-        r.pop("runtime")
+        r.pop("runtime")  # how long it took, and where
+        for s in (r.get("sweep") or {}).get("settings", []):
+            s.pop("seconds")
     return d
 a, b = load(sys.argv[1]), load(sys.argv[2])
 assert a == b, "a case run in a child differs from the same case run in process"
