@@ -151,4 +151,60 @@ fi
 ln -s "$WORK/plugins/hostile.so" "$WORK/link.so"
 "$KCERT" --plugin "$WORK/link.so" list rmsnorm >"$WORK/list.txt" 2>&1 || fail "a link to a plugin: $(cat "$WORK/list.txt")"
 expect_contains "$(cat "$WORK/list.txt")" "hostile_ok"
+# 5. The check-then-load race: while a racer exchanges a world-writable library (whose
+# constructor leaves a marker) and the real plugin under one name, every load either loads
+# the plugin or refuses the other file; the other file's constructor never runs. kcert used
+# to check the path and then dlopen the path. A probe, not a reproducer: on a 2-vCPU machine
+# this racer got the old loader to run the constructor in 1 of 106 tries (issue 34 saw 1 in
+# 30), so 20 tries here rarely catch the old code; with the file loaded from the checked fd
+# no number of tries can.
+cat >"$WORK/evil.c" <<'C'
+#include <fcntl.h>
+#include <stdlib.h>
+#include <unistd.h>
+__attribute__((constructor)) static void evil(void) {
+  const char* m = getenv("KCERT_TEST_MARKER");
+  if (m) close(open(m, O_CREAT | O_WRONLY, 0644));
+}
+C
+mkdir -p "$WORK/race"
+gcc -shared -fPIC -o "$WORK/race/evil.so" "$WORK/evil.c"
+chmod 0666 "$WORK/race/evil.so"
+cat >"$WORK/racer.c" <<'C'
+#define _GNU_SOURCE
+#include <fcntl.h>
+#include <stdio.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+/* Exchanges FOLDER/plugin.so and FOLDER/other.so atomically, as fast as it can, until
+   FOLDER/stop exists (or 120 s). */
+int main(int argc, char** argv) {
+  int d = open(argv[1], O_RDONLY | O_DIRECTORY);
+  time_t end = time(0) + 120;
+  struct stat st;
+  for (long i = 0;; ++i) {
+    if (renameat2(d, "plugin.so", d, "other.so", RENAME_EXCHANGE) != 0) { perror("renameat2"); return 1; }
+    if ((i & 1023) == 0 && (fstatat(d, "stop", &st, 0) == 0 || time(0) > end)) return 0;
+  }
+}
+C
+gcc -O2 -o "$WORK/racer" "$WORK/racer.c"
+cp "$WORK/plugins/hostile.so" "$WORK/race/plugin.so"
+mv "$WORK/race/evil.so" "$WORK/race/other.so"
+"$WORK/racer" "$WORK/race" &
+racer=$!
+loaded=0 refused=0
+for i in $(seq 1 20); do
+  if KCERT_TEST_MARKER="$WORK/race/ran" "$KCERT" --plugin "$WORK/race/plugin.so" list >"$WORK/race/out.txt" 2>&1; then
+    loaded=$((loaded + 1))
+  else
+    refused=$((refused + 1))
+  fi
+  [[ -e $WORK/race/ran ]] && break
+done
+touch "$WORK/race/stop"
+wait "$racer" || true
+echo "race: $loaded loads, $refused refusals in $((loaded + refused)) tries"
+[[ ! -e $WORK/race/ran ]] || fail "a library swapped in after the trust check was loaded (its constructor ran)"
 echo "plugin isolation: all checks passed"
