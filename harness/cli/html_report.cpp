@@ -23,6 +23,7 @@
 #include "harness/stats/gpd.hpp"
 #include "harness/store/environment.hpp"
 #include "harness/store/json.hpp"
+#include "harness/store/json_text.hpp"
 #include "harness/store/postgres.hpp"
 
 extern char** environ;
@@ -446,7 +447,12 @@ HtmlReportSummary write_html_report(const HtmlReportInput& input, const fs::path
   bool plots_ok = true;
 
   std::string rows;
+  std::size_t index = 0;
   for (const auto& r : results) {
+    const std::size_t i = index++;
+    // A field of the wrong type or missing deep in a crafted result: a clear error naming the
+    // result, not nlohmann's internal message (check_report_document checks what it can first).
+    try {
     const std::string id = text(r, "id");
     const std::string stem = store::safe_file_name(id);
     const auto& gates = r.at("gates");
@@ -589,9 +595,13 @@ HtmlReportSummary write_html_report(const HtmlReportInput& input, const fs::path
     }
     store::write_text_file((out / (stem + ".html")).string(), page("kcert: " + id, body.str()));
     ++summary.pages;
+    } catch (const nlohmann::json::exception& e) {
+      throw ReportFormatError(fmt::format("results[{}] (id '{}'): {}", i, text(r, "id"), json_problem(e)));
+    }
   }
 
   // The index: attention first, then what changed, the falsifiability table, every control.
+  try {
   std::ostringstream body;
   body << "<h1>kcert nightly " << esc(text(doc, "run_id")) << "</h1>\n<p>profile: "
        << esc(text(doc, "profile").empty() ? "contract shapes" : text(doc, "profile")) << "; results from the "
@@ -617,7 +627,76 @@ HtmlReportSummary write_html_report(const HtmlReportInput& input, const fs::path
   if (!plots_ok) body << "<p>" << esc(summary.plot_note) << "</p>\n";
   store::write_text_file((out / "index.html").string(), page("kcert nightly " + text(doc, "run_id"), body.str()));
   ++summary.pages;
+  } catch (const nlohmann::json::exception& e) {
+    throw ReportFormatError("the run's fields (run_id, environments, reasons, changes, falsifiability): " + json_problem(e));
+  }
   return summary;
+}
+
+namespace {
+
+// The fields the report reads before it looks inside one result, with their types: a
+// crafted results.json is refused with the field's path. Throws ReportFormatError.
+void check_report_document(const nlohmann::json& doc) {
+  using J = nlohmann::json;
+  const auto fail = [](const std::string& field, const std::string& what) {
+    throw ReportFormatError(field + ": expected " + what);
+  };
+  const auto strings = [&](const J& o, const std::string& path, const char* key) {
+    if (!o.contains(key)) return;
+    const auto& v = o.at(key);
+    if (!v.is_array() || !std::all_of(v.begin(), v.end(), [](const J& x) { return x.is_string(); }))
+      fail(path + key, "a list of strings");
+  };
+  const auto optional = [&](const J& o, const std::string& path, const char* key, bool (J::*is)() const noexcept, const char* what) {
+    if (o.contains(key) && !o.at(key).is_null() && !(o.at(key).*is)()) fail(path + key, what);
+  };
+  if (doc.contains("format") && doc.at("format") != "kcert-nightly/1") fail("format", "kcert-nightly/1");
+  for (const char* k : {"run_id", "profile", "source", "previous"}) optional(doc, "", k, &J::is_string, "a string");
+  optional(doc, "", "exit_status", &J::is_number, "a number");
+  optional(doc, "", "falsifiability", &J::is_object, "an object");
+  strings(doc, "", "environments");
+  strings(doc, "", "reasons");
+  if (doc.contains("changes")) {
+    const auto& c = doc.at("changes");
+    if (!c.is_array()) fail("changes", "a list");
+    for (std::size_t i = 0; i < c.size(); ++i) {
+      const std::string p = "changes[" + std::to_string(i) + "].";
+      if (!c[i].is_object()) fail(p.substr(0, p.size() - 1), "an object");
+      optional(c[i], p, "alarming", &J::is_boolean, "true or false");
+    }
+  }
+  if (!doc.contains("results") || !doc.at("results").is_array()) fail("results", "a list of results");
+  const auto& results = doc.at("results");
+  for (std::size_t i = 0; i < results.size(); ++i) {
+    const auto& r = results[i];
+    const std::string p = "results[" + std::to_string(i) + "]";
+    if (!r.is_object()) fail(p, "an object");
+    if (!r.contains("id") || !r.at("id").is_string()) fail(p + ".id", "a string");
+    const std::string q = p + " (id '" + r.at("id").get<std::string>() + "').";
+    for (const char* k : {"verdict", "kind", "family", "mechanism", "source", "case_text", "error", "skipped"})
+      optional(r, q, k, &J::is_string, "a string");
+    for (const char* side : {"reference", "production"}) {
+      if (!r.contains(side) || !r.at(side).is_object()) fail(q + side, "an object");
+    }
+    if (!r.contains("gates") || !r.at("gates").is_object()) fail(q + "gates", "an object");
+    for (const char* g : {"algebra", "bias", "variance"}) {
+      if (!r.at("gates").contains(g) || !r.at("gates").at(g).is_object()) fail(q + "gates." + g, "an object");
+    }
+    for (const char* k : {"unexpected", "references"}) optional(r, q, k, &J::is_array, "a list");
+    for (const char* k : {"provenance", "probe", "sweep"}) optional(r, q, k, &J::is_object, "an object");
+  }
+}
+
+}  // namespace
+
+std::string json_problem(const nlohmann::json::exception& e) {
+  // nlohmann's text after its "[json.exception.type_error.302] " tag.
+  std::string what = e.what();
+  if (const auto end = what.find("] "); what.rfind("[json.exception.", 0) == 0 && end != std::string::npos) what.erase(0, end + 2);
+  const bool missing = dynamic_cast<const nlohmann::json::out_of_range*>(&e) != nullptr;
+  return (missing ? "a field is missing or out of range (" : "a field has the wrong type (") + what +
+         "); not a results.json as kcert nightly writes it (docs/schema/kcert-nightly-1.schema.json)";
 }
 
 void register_report_command(CLI::App& app) {
@@ -639,12 +718,29 @@ void register_report_command(CLI::App& app) {
   cmd->add_flag("--no-db", o->no_db, "do not read history from the database");
   cmd->callback([o]() {
     const fs::path folder(o->folder);
-    std::ifstream in(folder / "results.json");
-    if (!in) throw InputError((folder / "results.json").string() + ": cannot open (is this a nightly report folder?)");
+    const std::string file = (folder / "results.json").string();
+    std::ifstream in(folder / "results.json", std::ios::binary);
+    if (!in) throw InputError(file + ": cannot open (is this a nightly report folder?)");
+    const std::string json_text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    if (in.bad()) throw InputError(file + ": cannot read");
+    // A crafted folder (anyone who can write the report folder or the database can make one):
+    // 100,000-deep nesting segfaulted the parse, a field of another type printed nlohmann's
+    // internal error. Both are refused here with the file and the field.
+    constexpr int kMaxDepth = 64;
+    if (store::json_nested_deeper_than(json_text, kMaxDepth))
+      throw InputError(fmt::format("{}: nested deeper than {} levels: not a results.json as kcert nightly writes it", file, kMaxDepth));
     HtmlReportInput input;
-    input.results = nlohmann::json::parse(in, nullptr, false);
-    if (input.results.is_discarded() || !input.results.is_object())
-      throw InputError((folder / "results.json").string() + ": not a JSON object");
+    try {
+      input.results = nlohmann::json::parse(json_text);
+    } catch (const nlohmann::json::parse_error& e) {
+      throw InputError(fmt::format("{}: not valid JSON (at byte {}; invalid UTF-8, a syntax error or a truncated file)", file, e.byte));
+    }
+    if (!input.results.is_object()) throw InputError(file + ": not a JSON object");
+    try {
+      check_report_document(input.results);
+    } catch (const ReportFormatError& e) {
+      throw InputError(file + ": " + e.what() + " (docs/schema/kcert-nightly-1.schema.json)");
+    }
     for (const auto& r : input.results.value("results", nlohmann::json::array())) {
       // The samples the nightly wrote beside its results (khat_reader reads their CSV form).
       const auto csv = folder / "tails" / (store::safe_file_name(text(r, "id")) + ".csv");
@@ -671,7 +767,12 @@ void register_report_command(CLI::App& app) {
       }
     }
     const auto out = o->out.empty() ? folder / "html" : fs::path(o->out);
-    const auto s = write_html_report(input, out);
+    HtmlReportSummary s;
+    try {
+      s = write_html_report(input, out);
+    } catch (const ReportFormatError& e) {
+      throw InputError(file + ": " + e.what());
+    }
     std::cout << fmt::format("report: {}/index.html ({} pages, {} plots)\n", fs::absolute(out).string(), s.pages, s.plots);
     if (!s.plot_note.empty()) std::cerr << "kcert: warning: " << s.plot_note << "\n";
   });

@@ -8,6 +8,7 @@
 
 #include <filesystem>
 #include <map>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -38,8 +39,19 @@ struct HtmlReportSummary {
 // (one fingerprint, this one's), else "" (the page then says it does not know it).
 std::string environment_words_if_here(const std::vector<std::string>& fingerprints);
 
+// A results document the report cannot read: a field missing or of another type. what()
+// names the result (results[i] (id 'x')) and the problem, without nlohmann's internal tags.
+class ReportFormatError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
 // Writes out/index.html and out/<control>.html (plots in out/plots/, case files in out/yaml/).
+// Throws ReportFormatError on a document it cannot read.
 HtmlReportSummary write_html_report(const HtmlReportInput& input, const std::filesystem::path& out);
+
+// A nlohmann type or range error in words, for a document that came from outside.
+std::string json_problem(const nlohmann::json::exception& e);
 
 // `kcert report DIR`: the HTML report of a nightly report folder (results.json, tails/).
 void register_report_command(CLI::App& app);

@@ -53,6 +53,18 @@ int main(int argc, char** argv) {
   app.add_flag("--allow-case-plugins", allow_case_plugins,
                "let a case's `plugins:` key load libraries you did not name with --plugin (a case file is then code)");
 
+  std::string isolation = "plugins";
+  app.add_option("--isolation", isolation,
+                 "which cases run in a forked child process, where a crash, exit(), abort or hang is that case's "
+                 "ERROR and the run goes on: plugins (cases whose kernels come from a plugin), all, none (docs/plugins.md)")
+      ->check(CLI::IsMember({"plugins", "all", "none"}))
+      ->capture_default_str();
+  double case_deadline = 3600.0;
+  app.add_option("--case-deadline", case_deadline,
+                 "seconds a case in a child process may run before its process group is killed and the case is ERROR")
+      ->check(CLI::Range(0.001, 1e7))
+      ->capture_default_str();
+
   std::string memory_limit;
   app.add_option("--memory-limit", memory_limit,
                  "refuse, at load, a case whose estimated memory at one replicate per kernel call exceeds this "
@@ -72,7 +84,7 @@ int main(int argc, char** argv) {
   kcert::kernels::register_builtin_families(registry);
   // Runs after parsing and before any subcommand's work: threads and plugins first.
   app.parse_complete_callback([&app, argc, argv, &threads, &plugins, &registry, &allow_case_plugins, &memory_limit,
-                              &math_modes]() {
+                              &math_modes, &isolation, &case_deadline]() {
     // Commands that run kernels get the thread policy (process_policy.hpp), which may
     // re-execute kcert once so that libgomp and OpenBLAS read it when they load.
     bool runs_kernels = false;
@@ -85,6 +97,12 @@ int main(int argc, char** argv) {
       kcert::cli::set_memory_limit(kcert::cli::parse_memory_limit(env), std::string("KCERT_MEMORY_LIMIT=") + env);
     }
     kcert::cli::allow_case_plugins(allow_case_plugins);
+    kcert::cli::CaseIsolation ci;
+    ci.mode = isolation == "all"    ? kcert::cli::CaseIsolation::Mode::all
+              : isolation == "none" ? kcert::cli::CaseIsolation::Mode::none
+                                    : kcert::cli::CaseIsolation::Mode::plugins;
+    ci.deadline_seconds = case_deadline;
+    kcert::cli::set_case_isolation(ci);
     // The run's math modes: kcert's pinned values with the command line's on top, in ATen's
     // context before anything reads it (the environment fingerprint records them on a GPU).
     auto modes = kcert::numerics::pinned_math_modes();

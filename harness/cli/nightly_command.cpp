@@ -22,6 +22,7 @@
 #include "harness/cli/report.hpp"
 #include "harness/cli/run_cases_command.hpp"
 #include "harness/cli/run_storage.hpp"
+#include "harness/cli/terminal_text.hpp"
 #include "harness/store/json.hpp"
 #include "harness/store/postgres.hpp"
 
@@ -315,8 +316,19 @@ void register_nightly_command(CLI::App& app, kernels::Registry& registry) {
       throw UsageError("--shard " + o->shard + ": the shards of one run must share an id; pass --run-id (e.g. the "
                        "scheduler's job id)");
     }
-    auto selected = select(load_cases(o->paths, registry, o->profile), o->filters, shard);
-    if (selected.empty()) throw InputError("no control matches the filters in this shard");
+    // A file that fails to load is an ERROR result of its own, in the first shard (or where a
+    // filter matches its path), and the other controls run: one alias bomb or invalid byte in
+    // the folder used to refuse the whole nightly.
+    std::vector<LoadFailure> failures;
+    auto selected = select(load_cases(o->paths, registry, o->profile, &failures), o->filters, shard);
+    std::vector<engine::CaseResult> load_errors;
+    for (const auto& f : failures) {
+      const bool match = o->filters.empty() || std::any_of(o->filters.begin(), o->filters.end(), [&](const std::string& re) {
+                           return std::regex_search(f.file, std::regex(re));
+                         });
+      if (shard.index == 0 && match) load_errors.push_back(load_failure_result(f));
+    }
+    if (selected.empty() && load_errors.empty()) throw InputError("no control matches the filters in this shard");
 
     // Calibrations of this environment, when the database can tell.
     const auto env = store::detect_environment();
@@ -381,8 +393,13 @@ void register_nightly_command(CLI::App& app, kernels::Registry& registry) {
     engine::RunOptions options;
     if (o->replicates > 0) options.replicates = o->replicates;
     options.device = o->device;
-    const auto results = run_cases(selected, registry, options, o->quiet,
-                                   [&](const std::vector<engine::CaseResult>& done) { storage.store(done.back()); });
+    for (const auto& r : load_errors) {
+      storage.store(r);
+      if (!o->quiet) std::cerr << "kcert: " << terminal_safe(r.testcase.id) << ": ERROR (" << terminal_safe(r.error) << ")\n";
+    }
+    auto results = run_cases(selected, registry, options, o->quiet,
+                             [&](const std::vector<engine::CaseResult>& done) { storage.store(done.back()); });
+    results.insert(results.begin(), load_errors.begin(), load_errors.end());
     storage.finish("finished");
     const auto& run_id = storage.run().run_id;
     const auto dir = o->report_dir.empty() ? state_dir() + "/reports/" + run_id : o->report_dir;

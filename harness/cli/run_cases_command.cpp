@@ -16,6 +16,7 @@
 #include "harness/cli/report.hpp"
 #include "harness/cli/run_storage.hpp"
 #include "harness/engine/engine.hpp"
+#include "harness/engine/isolated.hpp"
 #include "harness/kernels/plugin.hpp"
 #include "harness/numerics/runtime.hpp"
 #include "harness/store/json.hpp"
@@ -26,7 +27,10 @@ namespace kcert::cli {
 
 namespace {
 bool g_case_plugins_allowed = false;
+CaseIsolation g_isolation;
 }  // namespace
+
+void set_case_isolation(const CaseIsolation& isolation) { g_isolation = isolation; }
 
 void allow_case_plugins(bool allowed) { g_case_plugins_allowed = allowed; }
 bool case_plugins_allowed() { return g_case_plugins_allowed; }
@@ -63,7 +67,7 @@ std::vector<std::string> with_installed_controls(std::vector<std::string> paths)
 }  // namespace
 
 std::vector<contract::TestCase> load_cases(const std::vector<std::string>& given_paths, kernels::Registry& registry,
-                                           const std::string& profile) {
+                                           const std::string& profile, std::vector<LoadFailure>* failures) {
   const auto paths = with_installed_controls(given_paths);
   std::vector<std::string> files;
   try {
@@ -71,43 +75,58 @@ std::vector<contract::TestCase> load_cases(const std::vector<std::string>& given
   } catch (const testcase::LoadError& e) {
     throw InputError(e.what());
   }
+  std::string errors;
+  std::set<std::string> failed;  // files already refused
+  const auto refuse = [&](const std::string& file, std::string why) {
+    failed.insert(file);
+    if (failures) failures->push_back({file, std::move(why)});
+    else errors += why + "\n";
+  };
   // A case file naming a plugin would run that library's code on `kcert run x.yaml`; it loads
   // only what the user already named (--plugin, KCERT_PLUGINS) unless they trust case files.
   for (const auto& f : files) {
-    const auto plugins = testcase::plugin_paths(f);
-    for (const auto& p : plugins) {
-      std::error_code ec;
-      const auto canonical = std::filesystem::weakly_canonical(p, ec).string();
-      if (!case_plugins_allowed() && !registry.has_plugin(canonical)) {
-        throw InputError(f + ": plugins: names " + p +
-                         ", and a case file does not load code on its own; name it yourself with --plugin " + p +
-                         " (or KCERT_PLUGINS), or pass --allow-case-plugins to trust every case's plugins (docs/plugins.md)");
+    try {
+      const auto plugins = testcase::plugin_paths(f);
+      for (const auto& p : plugins) {
+        std::error_code ec;
+        const auto canonical = std::filesystem::weakly_canonical(p, ec).string();
+        if (!case_plugins_allowed() && !registry.has_plugin(canonical)) {
+          throw InputError(f + ": plugins: names " + p +
+                           ", and a case file does not load code on its own; name it yourself with --plugin " + p +
+                           " (or KCERT_PLUGINS), or pass --allow-case-plugins to trust every case's plugins (docs/plugins.md)");
+        }
       }
+      load_plugins(plugins, registry);
+    } catch (const InputError& e) {
+      if (!failures) throw;
+      refuse(f, e.what());
+    } catch (const testcase::LoadError& e) {
+      if (!failures) throw InputError(e.what());
+      refuse(f, e.what());
     }
-    load_plugins(plugins, registry);
   }
   testcase::FamilySchemas schemas;
   for (const auto& name : registry.family_names()) schemas.emplace(name, registry.family(name).schema());
   if (files.empty()) throw InputError("no test cases found (looked for *.yaml and *.yml in the given paths)");
   std::vector<contract::TestCase> cases;
-  std::string errors;
   std::map<std::string, std::string> seen;
   for (const auto& f : files) {
+    if (failed.count(f)) continue;
     try {
       auto tc = testcase::load_testcase(f, schemas, profile);
       if (const auto it = seen.find(tc.id); it != seen.end()) {
-        errors += f + ": id: '" + tc.id + "' is already used by " + it->second + "\n";
+        refuse(f, f + ": id: '" + tc.id + "' is already used by " + it->second);
         continue;
       }
       seen.emplace(tc.id, f);
       // Refused before anything is allocated: a shape typo must not take the machine down.
       if (const auto why = memory_refusal(tc, registry)) {
-        errors += f + ": " + *why + "\n";
+        refuse(f, f + ": " + *why);
         continue;
       }
       cases.push_back(std::move(tc));
     } catch (const testcase::LoadError& e) {
-      errors += std::string(e.what()) + "\n";
+      refuse(f, e.what());
     }
   }
   if (!errors.empty()) {
@@ -115,7 +134,7 @@ std::vector<contract::TestCase> load_cases(const std::vector<std::string>& given
     throw InputError(errors);
   }
   // A profile no case defines is a typo, not a request for contract shapes under a new name.
-  if (!profile.empty()) {
+  if (!profile.empty() && !cases.empty()) {
     std::set<std::string> defined;
     for (const auto& tc : cases) defined.insert(tc.profiles.begin(), tc.profiles.end());
     if (!defined.count(profile)) {
@@ -126,6 +145,16 @@ std::vector<contract::TestCase> load_cases(const std::vector<std::string>& given
     }
   }
   return cases;
+}
+
+engine::CaseResult load_failure_result(const LoadFailure& failure) {
+  engine::CaseResult r;
+  r.testcase.id = failure.file;
+  r.testcase.source = failure.file;
+  r.error = "cannot load the case file: " + failure.reason;
+  r.verdict = stats::Verdict::fail;
+  r.torch_version = numerics::torch_version();
+  return r;
 }
 
 namespace {
@@ -217,15 +246,32 @@ std::vector<engine::CaseResult> run_cases(const std::vector<contract::TestCase>&
       if (after_each) after_each(results);
       continue;
     }
+    const auto failed = [&](std::string why) {
+      engine::CaseResult r;
+      r.testcase = cases[i];
+      r.error = std::move(why);
+      r.verdict = stats::Verdict::fail;
+      return r;
+    };
+    // Plugin kernels run in a child process: a crash, exit(), abort or hang there ends this
+    // case as ERROR, not the run (engine/isolated.hpp).
+    const bool from_plugin = engine::kernels_from_plugin(cases[i], registry);
+    const bool isolate = g_isolation.mode == CaseIsolation::Mode::all ||
+                         (g_isolation.mode == CaseIsolation::Mode::plugins && from_plugin);
     try {
-      results.push_back(engine::run_case(cases[i], registry, options));
+      if (isolate) {
+        engine::IsolationOptions io;
+        io.deadline_seconds = g_isolation.deadline_seconds;
+        io.who = from_plugin ? "plugin kernel" : "case";
+        results.push_back(engine::run_case_isolated(cases[i], registry, options, io));
+      } else {
+        results.push_back(engine::run_case(cases[i], registry, options));
+      }
     } catch (const std::exception& e) {
       if (options.device == "cuda" && std::string(e.what()).find("--device cuda") != std::string::npos) throw UsageError(e.what());
-      engine::CaseResult failed;
-      failed.testcase = cases[i];
-      failed.error = e.what();
-      failed.verdict = stats::Verdict::fail;
-      results.push_back(std::move(failed));
+      results.push_back(failed(e.what()));
+    } catch (...) {
+      results.push_back(failed("the case threw an exception that is not a std::exception"));
     }
     progress.finish(results.back());
     if (after_each) after_each(results);

@@ -379,6 +379,16 @@ CaseResult run_case(const contract::TestCase& tc, const kernels::Registry& regis
   return out;
 }
 
+contract::TestCase as_run(const contract::TestCase& tc, const RunOptions& options) {
+  if (tc.sweep.empty()) return with_overrides(tc, options);
+  // As run_case builds a swept case's result: the contract's case, with the sweep kept.
+  auto contract_case = tc;
+  contract_case.sweep.clear();
+  auto out = with_overrides(contract_case, options);
+  out.sweep = tc.sweep;
+  return out;
+}
+
 std::vector<std::string> check_expectation(const CaseResult& r) {
   return check_verdicts(r.testcase.expected, r.algebra.verdict, r.bias.verdict, r.variance.verdict);
 }

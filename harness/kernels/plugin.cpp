@@ -1,9 +1,12 @@
 #include "harness/kernels/plugin.hpp"
 
 #include <dlfcn.h>
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
 #include <map>
 #include <mutex>
@@ -12,27 +15,74 @@ namespace kcert::kernels {
 
 int plugin_abi_version() { return KCERT_PLUGIN_ABI_VERSION; }
 
-void check_plugin_file(const std::string& canonical) {
-  // dlopen runs the library's constructors before kcert can refuse it, so whoever can write
-  // the file (or swap it in its folder) can run code as the user running kcert.
+namespace {
+
+// A file opened once: the checks read its fd, and dlopen loads /proc/self/fd/N, the same
+// inode. Checking the path and then dlopen-ing the path let a swap in between run another
+// library's constructors (1 in 30 tries in issue 34's race).
+struct OpenedPlugin {
+  int dir = -1, file = -1;
+  OpenedPlugin() = default;
+  OpenedPlugin(const OpenedPlugin&) = delete;
+  OpenedPlugin& operator=(const OpenedPlugin&) = delete;
+  ~OpenedPlugin() {
+    if (file >= 0) ::close(file);
+    if (dir >= 0) ::close(dir);
+  }
+};
+
+std::string owner_text(uid_t uid) { return "uid " + std::to_string(uid); }
+
+// Throws PluginError unless the opened file and its folder are safe to load code from:
+// whoever can write the file, or replace it in its folder, can run code as the user running
+// kcert (often root), since dlopen runs the library's constructors before kcert sees it.
+void check_opened(const OpenedPlugin& p, const std::string& canonical, const std::string& dir) {
   struct stat st{};
-  if (::stat(canonical.c_str(), &st) != 0) throw PluginError("plugin " + canonical + ": cannot stat");
+  if (::fstat(p.file, &st) != 0) throw PluginError("plugin " + canonical + ": cannot stat: " + std::strerror(errno));
   if (!S_ISREG(st.st_mode)) throw PluginError("plugin " + canonical + ": not a regular file");
   const auto euid = ::geteuid();
   if (st.st_uid != euid && st.st_uid != 0) {
-    throw PluginError("plugin " + canonical + ": owned by uid " + std::to_string(st.st_uid) +
+    throw PluginError("plugin " + canonical + ": owned by " + owner_text(st.st_uid) +
                       ", neither you nor root; kcert loads only plugins their runner owns (chown it or copy it)");
   }
   if (st.st_mode & (S_IWGRP | S_IWOTH)) {
     throw PluginError("plugin " + canonical + ": writable by " + ((st.st_mode & S_IWOTH) ? "everyone" : "its group") +
                       "; anyone who can write it can run code as you (chmod go-w it)");
   }
-  const auto dir = std::filesystem::path(canonical).parent_path();
   struct stat ds{};
-  if (::stat(dir.c_str(), &ds) == 0 && (ds.st_mode & S_IWOTH) && !(ds.st_mode & S_ISVTX)) {
-    throw PluginError("plugin " + canonical + ": its folder " + dir.string() +
+  if (::fstat(p.dir, &ds) != 0) throw PluginError("plugin " + canonical + ": cannot stat its folder: " + std::strerror(errno));
+  if (ds.st_uid != euid && ds.st_uid != 0) {
+    throw PluginError("plugin " + canonical + ": its folder " + dir + " is owned by " + owner_text(ds.st_uid) +
+                      ", neither you nor root, who could replace the file; move the plugin");
+  }
+  // A sticky world-writable folder (/tmp) lets no one but the file's owner rename or remove it.
+  if ((ds.st_mode & S_IWOTH) && !(ds.st_mode & S_ISVTX)) {
+    throw PluginError("plugin " + canonical + ": its folder " + dir +
                       " is writable by everyone without the sticky bit, so the file can be replaced; move the plugin");
   }
+  if ((ds.st_mode & S_IWGRP) && !(ds.st_mode & S_ISVTX)) {
+    throw PluginError("plugin " + canonical + ": its folder " + dir +
+                      " is writable by its group, so the file can be replaced; move the plugin (or chmod g-w the folder)");
+  }
+}
+
+void open_plugin(OpenedPlugin& p, const std::string& canonical) {
+  namespace fs = std::filesystem;
+  const fs::path path(canonical);
+  const auto dir = path.parent_path().string();
+  p.dir = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (p.dir < 0) throw PluginError("plugin " + canonical + ": cannot open its folder: " + std::strerror(errno));
+  // O_NOFOLLOW: the name was canonical a moment ago; a link there now is a swap.
+  p.file = ::openat(p.dir, path.filename().c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+  if (p.file < 0) throw PluginError("plugin " + canonical + ": cannot open: " + std::strerror(errno));
+  check_opened(p, canonical, dir);
+}
+
+}  // namespace
+
+void check_plugin_file(const std::string& canonical) {
+  OpenedPlugin p;
+  open_plugin(p, canonical);
 }
 
 LoadedPlugin load_plugin(const std::string& path, Registry& registry) {
@@ -43,14 +93,26 @@ LoadedPlugin load_plugin(const std::string& path, Registry& registry) {
   LoadedPlugin out;
   out.path = canonical;
   if (registry.has_plugin(canonical)) return out;
-  check_plugin_file(canonical);
+  OpenedPlugin opened;
+  open_plugin(opened, canonical);
 
+  // The checked file itself, through its fd: not whatever the path names by now.
+  const std::string fd_path = "/proc/self/fd/" + std::to_string(opened.file);
+  struct stat via_proc{}, checked{};
+  if (::stat(fd_path.c_str(), &via_proc) != 0 || ::fstat(opened.file, &checked) != 0 || via_proc.st_ino != checked.st_ino ||
+      via_proc.st_dev != checked.st_dev) {
+    throw PluginError("plugin " + path + ": cannot load it from its checked file descriptor (" + fd_path +
+                      " is not available: is /proc mounted?)");
+  }
   // RTLD_LOCAL keeps two plugins' symbols apart; the handle is never closed because the
   // registered kernels' code lives in it.
-  void* handle = ::dlopen(canonical.c_str(), RTLD_NOW | RTLD_LOCAL);
+  void* handle = ::dlopen(fd_path.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (!handle) {
     const char* err = ::dlerror();
-    throw PluginError("plugin " + path + ": cannot load: " + (err ? err : "unknown error"));
+    std::string why = err ? err : "unknown error";
+    // dlerror names the fd path; the user knows the file by its own name.
+    if (const auto at = why.find(fd_path); at != std::string::npos) why.replace(at, fd_path.size(), canonical);
+    throw PluginError("plugin " + path + ": cannot load: " + why);
   }
   using InfoFn = const PluginInfo* (*)();
   using RegisterFn = void (*)(Registry&);

@@ -49,8 +49,11 @@ int plugin_abi_version();
 LoadedPlugin load_plugin(const std::string& path, Registry& registry);
 
 // Throws PluginError unless the file at `canonical` is a regular file owned by the user
-// running kcert (or root), not writable by group or others, in a folder others cannot
-// replace it in. load_plugin checks this before dlopen (which runs the library's code).
+// running kcert (or root), not writable by group or others, in a folder owned by that user
+// (or root) that neither its group nor others can write (a sticky world-writable folder
+// such as /tmp is fine: only the file's owner may replace a file there). load_plugin opens
+// the file once, runs these checks on the open file, and dlopens /proc/self/fd/N, so the
+// file checked is the file loaded (dlopen runs the library's code).
 void check_plugin_file(const std::string& canonical);
 
 }  // namespace kcert::kernels

@@ -1,4 +1,5 @@
 #include "harness/store/json.hpp"
+#include "harness/store/json_text.hpp"
 
 #include "harness/numerics/process_policy.hpp"
 #include "harness/stats/random_stream.hpp"
@@ -414,6 +415,25 @@ void write_json_file(const std::string& path, const nlohmann::json& document) {
   // Invalid UTF-8 (refused at load; a plugin's message may still carry some) becomes U+FFFD
   // instead of an exception after the case has run.
   write_text_file(path, document.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n");
+}
+
+bool json_nested_deeper_than(std::string_view text, int limit) {
+  int depth = 0;
+  bool in_string = false;
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (in_string) {
+      if (c == '\\') ++i;
+      else if (c == '"') in_string = false;
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '[' || c == '{') {
+      if (++depth > limit) return true;
+    } else if (c == ']' || c == '}') {
+      --depth;
+    }
+  }
+  return false;
 }
 
 }  // namespace kcert::store

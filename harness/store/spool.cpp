@@ -21,6 +21,7 @@
 #include <stdexcept>
 
 #include "harness/store/json.hpp"
+#include "harness/store/json_text.hpp"
 #include "harness/store/sha256.hpp"
 
 namespace kcert::store {
@@ -175,27 +176,9 @@ void SpoolWriter::append(const nlohmann::json& record) {
 
 namespace {
 
-// Nesting of a JSON text, strings skipped, counted before parsing: nlohmann's DOM copies and
-// compares recursively, and a 100,000-deep array in a crafted spool segfaulted `upload`.
+// nlohmann's DOM copies and compares recursively: a 100,000-deep array in a crafted spool
+// segfaulted `upload` (json_nested_deeper_than counts before parsing).
 constexpr int kMaxSpoolDepth = 64;
-bool deeper_than(const std::string& line, int limit) {
-  int depth = 0;
-  bool in_string = false;
-  for (std::size_t i = 0; i < line.size(); ++i) {
-    const char c = line[i];
-    if (in_string) {
-      if (c == '\\') ++i;
-      else if (c == '"') in_string = false;
-    } else if (c == '"') {
-      in_string = true;
-    } else if (c == '[' || c == '{') {
-      if (++depth > limit) return true;
-    } else if (c == ']' || c == '}') {
-      --depth;
-    }
-  }
-  return false;
-}
 
 bool plain_run_id(const std::string& id) {
   return !id.empty() && id.size() <= 128 && std::isalnum(static_cast<unsigned char>(id[0])) &&
@@ -295,7 +278,7 @@ SpoolContents read_spool(const std::string& path) {
     ++n;
     if (line.empty()) continue;
     const auto where = path + ":" + std::to_string(n) + ": ";
-    if (deeper_than(line, kMaxSpoolDepth))
+    if (json_nested_deeper_than(line, kMaxSpoolDepth))
       throw std::runtime_error(where + "nested deeper than " + std::to_string(kMaxSpoolDepth) + " levels: not a spool record");
     auto j = nlohmann::json::parse(line, nullptr, false);
     if (j.is_discarded() || !j.is_object() || !j.contains("type")) {

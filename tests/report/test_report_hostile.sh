@@ -5,7 +5,9 @@
 #    hung forever on the FIFO);
 #  - an output folder whose name holds a quote, a newline and `!touch FILE` (gnuplot ran the
 #    line after the newline as a command); a run id like that is refused;
-#  - `javascript:`/`data:` references and raw HTML stay text in the HTML and in controls-doc.
+#  - `javascript:`/`data:` references and raw HTML stay text in the HTML and in controls-doc;
+#  - a crafted results.json (100,000-deep nesting, fields of the wrong type) is exit 2 with the
+#    file and the field named, not a segfault or nlohmann's internal error.
 #   test_report_hostile.sh KCERT_BINARY SOURCE_DIR
 set -euo pipefail
 kcert=$1 src=$2
@@ -68,4 +70,41 @@ for bad in $'x\n!touch '"$work"'/pwned' "../escape" ""; do
   grep -q "a run id is 1-128 characters" bad.txt || { cat bad.txt >&2; fail "run id '$bad': no reason given"; }
 done
 [[ ! -e $work/pwned && ! -e $work/.kcert/escape.jsonl ]] || fail "a refused run id left a file"
+# A crafted results.json: 100,000-deep nesting (segfaulted the parse), fields of the wrong
+# type at the top, in a result and deep in one (nlohmann's internal error), invalid JSON.
+# Each is exit 2 with the file and the field named, no crash, no "[json.exception".
+/usr/bin/python3 - "$work" <<'PY'
+import copy, json, os, sys
+work = sys.argv[1]
+base = json.load(open(os.path.join(work, "night/results.json")))
+def folder(name, doc=None, text=None):
+    d = os.path.join(work, "crafted", name)
+    os.makedirs(d)
+    with open(os.path.join(d, "results.json"), "w") as f:
+        f.write(text if text is not None else json.dumps(doc))
+folder("deep", text='{"results": ' + "[" * 100000 + "]" * 100000 + "}")
+d = copy.deepcopy(base); d["environments"] = [1, 2]; folder("environments_numbers", d)
+d = copy.deepcopy(base); d["results"][0]["gates"] = "PASS"; folder("gates_string", d)
+d = copy.deepcopy(base); d["results"][0]["gates"]["variance"]["tail"]["settings"]["warn_K"] = "two"; folder("warn_k_string", d)
+d = copy.deepcopy(base); d["results"][0]["gates"]["bias"]["thresholds"] = {"c": [1]}; folder("threshold_list", d)
+d = copy.deepcopy(base); d["results"] = {"a": 1}; folder("results_object", d)
+folder("not_json", text='{"results": [')
+PY
+check_crafted() {  # NAME EXPECTED-TEXT
+  set +e
+  timeout 60 "$kcert" report "crafted/$1" --no-db >"crafted/$1.txt" 2>&1
+  local rc=$?
+  set -e
+  [[ $rc == 2 ]] || { cat "crafted/$1.txt" >&2; fail "kcert report on crafted/$1: exit $rc, not 2 (139: a segfault)"; }
+  grep -qF "crafted/$1/results.json: $2" "crafted/$1.txt" || { cat "crafted/$1.txt" >&2; fail "crafted/$1: expected '$2' after the file name"; }
+  grep -q "json.exception\|internal error" "crafted/$1.txt" && { cat "crafted/$1.txt" >&2; fail "crafted/$1: an internal error message"; }
+  return 0
+}
+check_crafted deep "nested deeper than 64 levels"
+check_crafted environments_numbers "environments: expected a list of strings"
+check_crafted gates_string "results[0] (id 'hostile_links').gates: expected an object"
+check_crafted warn_k_string "results[0] (id 'hostile_links'): a field has the wrong type (type must be number, but is string)"
+check_crafted threshold_list "results[0] (id 'hostile_links'): a field has the wrong type"
+check_crafted results_object "results: expected a list of results"
+check_crafted not_json "not valid JSON (at byte"
 echo "hostile report test passed"

@@ -1,0 +1,240 @@
+#include "harness/engine/isolated.hpp"
+
+#include <cxxabi.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <fmt/format.h>
+
+#include <chrono>
+#include <cerrno>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <iostream>
+#include <thread>
+
+#include "harness/engine/result_wire.hpp"
+#include "harness/numerics/runtime.hpp"
+#include "harness/numerics/torch_api.hpp"
+
+namespace kcert::engine {
+
+namespace {
+
+// One message from the child: a tag, the payload's length, the payload.
+constexpr char kResult = 'R';     // result_wire bytes
+constexpr char kException = 'E';  // a std::exception's what()
+constexpr char kForeign = 'X';    // an exception of another type: its type's name
+constexpr std::size_t kHeader = 1 + sizeof(std::uint64_t);
+constexpr std::size_t kMaxMessage = std::size_t{1} << 32;
+
+std::string frame(char tag, const std::string& payload) {
+  std::string out(1, tag);
+  const std::uint64_t n = payload.size();
+  out.append(reinterpret_cast<const char*>(&n), sizeof n);
+  out += payload;
+  return out;
+}
+
+std::string current_exception_type() {
+  const std::type_info* t = abi::__cxa_current_exception_type();
+  if (!t) return "unknown";
+  int status = 0;
+  char* name = abi::__cxa_demangle(t->name(), nullptr, nullptr, &status);
+  std::string out = status == 0 && name ? name : t->name();
+  std::free(name);
+  return out;
+}
+
+[[noreturn]] void child_main(int fd, const contract::TestCase& tc, const kernels::Registry& registry, const RunOptions& options,
+                             int threads) {
+  std::string message;
+  // A fresh thread: the forking thread's libgomp team points at threads the child does not
+  // have (its next parallel region would wait for them forever).
+  std::thread worker([&] {
+    numerics::configure_intra_op_threads(threads);
+    try {
+      message = frame(kResult, encode_outcome(run_case(tc, registry, options)));
+    } catch (const std::exception& e) {
+      message = frame(kException, e.what());
+    } catch (...) {
+      message = frame(kForeign, current_exception_type());
+    }
+  });
+  worker.join();
+  const char* p = message.data();
+  std::size_t left = message.size();
+  while (left > 0) {
+    const ssize_t n = ::write(fd, p, left);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) ::_exit(121);
+    p += n;
+    left -= static_cast<std::size_t>(n);
+  }
+  // _exit: no atexit handlers or static destructors of the parent's state run here, and no
+  // stdio buffer is flushed twice.
+  ::_exit(0);
+}
+
+std::string signal_name(int sig) {
+  const char* abbrev = ::sigabbrev_np(sig);
+  const char* text = ::strsignal(sig);
+  return abbrev ? fmt::format("SIG{} ({})", abbrev, text ? text : "") : fmt::format("signal {}", sig);
+}
+
+std::string seconds_text(double s) { return fmt::format("{:g}", s); }
+
+}  // namespace
+
+bool kernels_from_plugin(const contract::TestCase& tc, const kernels::Registry& registry) {
+  const auto* family = registry.find_family(tc.family);
+  if (!family) return false;
+  const auto from_plugin = [&](const contract::KernelChoice& k) {
+    const auto it = family->variants.find(k.variant);
+    return it != family->variants.end() && it->second.schema.origin != "builtin";
+  };
+  if (from_plugin(tc.reference) || from_plugin(tc.production)) return true;
+  for (const auto& s : tc.sweep) {
+    if (s.testcase && kernels_from_plugin(*s.testcase, registry)) return true;
+  }
+  return false;
+}
+
+CaseResult run_case_isolated(const contract::TestCase& tc, const kernels::Registry& registry, const RunOptions& options,
+                             const IsolationOptions& isolation) {
+  using clock = std::chrono::steady_clock;
+  int fds[2];
+  if (::pipe2(fds, O_CLOEXEC) != 0) {
+    throw std::runtime_error(std::string("cannot create a pipe for the case's child process: ") + std::strerror(errno));
+  }
+  const int threads = at::get_num_threads();
+  // Whatever the parent has buffered would otherwise be printed by both processes.
+  std::cout.flush();
+  std::cerr.flush();
+  std::fflush(nullptr);
+  const pid_t parent = ::getpid();
+  const auto start = clock::now();
+  const pid_t pid = ::fork();
+  if (pid < 0) {
+    const int err = errno;
+    ::close(fds[0]);
+    ::close(fds[1]);
+    throw std::runtime_error(std::string("cannot fork a child process for the case: ") + std::strerror(err));
+  }
+  if (pid == 0) {
+    ::close(fds[0]);
+    ::setpgid(0, 0);
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (::getppid() != parent) ::_exit(120);  // the parent died before prctl
+    child_main(fds[1], tc, registry, options, threads);
+  }
+  // Both sides set the group, so the kill below finds it whichever runs first.
+  ::setpgid(pid, pid);
+  ::close(fds[1]);
+  const int fd = fds[0];
+  const auto deadline = start + std::chrono::duration_cast<clock::duration>(std::chrono::duration<double>(isolation.deadline_seconds));
+
+  std::string data;
+  bool timed_out = false, eof = false, oversized = false;
+  std::string read_error;
+  while (!eof) {
+    const auto left = deadline - clock::now();
+    if (left <= clock::duration::zero()) {
+      timed_out = true;
+      break;
+    }
+    const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(left).count() + 1;
+    pollfd p{fd, POLLIN, 0};
+    const int n = ::poll(&p, 1, static_cast<int>(std::min<long long>(ms, 1000)));
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      read_error = std::strerror(errno);
+      break;
+    }
+    if (n == 0) continue;
+    char buf[1 << 16];
+    const ssize_t k = ::read(fd, buf, sizeof buf);
+    if (k < 0) {
+      if (errno == EINTR || errno == EAGAIN) continue;
+      read_error = std::strerror(errno);
+      break;
+    }
+    if (k == 0) {
+      eof = true;
+    } else {
+      data.append(buf, static_cast<std::size_t>(k));
+      if (data.size() > kMaxMessage + kHeader) {
+        oversized = true;
+        break;
+      }
+    }
+  }
+  ::close(fd);
+  int status = 0;
+  bool reaped = false;
+  while (!timed_out && !reaped) {
+    const pid_t w = ::waitpid(pid, &status, WNOHANG);
+    if (w == pid) {
+      reaped = true;
+    } else if (w < 0 && errno != EINTR) {
+      break;
+    } else if (clock::now() >= deadline) {
+      timed_out = true;
+    } else {
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    }
+  }
+  // The whole group: a kernel's own children go with it (and a child past its deadline).
+  ::kill(-pid, SIGKILL);
+  if (!reaped) {
+    while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+    }
+  }
+  const double seconds = std::chrono::duration<double>(clock::now() - start).count();
+  const auto& who = isolation.who;
+  if (timed_out) {
+    throw CaseAborted(fmt::format("{} exceeded the per-case deadline of {} s (--case-deadline); its process group was killed",
+                                  who, seconds_text(isolation.deadline_seconds)));
+  }
+  if (oversized) throw CaseAborted(fmt::format("{} sent a result of more than {} bytes; its process was killed", who, kMaxMessage));
+  if (!reaped) throw CaseAborted(fmt::format("{}: lost its child process ({})", who, std::strerror(errno)));
+  if (WIFSIGNALED(status)) {
+    throw CaseAborted(fmt::format("{} killed by {} after {:.1f} s; the case ran in a child process, and the run went on",
+                                  who, signal_name(WTERMSIG(status)), seconds));
+  }
+  std::uint64_t length = 0;
+  const bool complete = data.size() >= kHeader && (std::memcpy(&length, data.data() + 1, sizeof length), data.size() - kHeader == length);
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0 || !complete) {
+    const int code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    if (!read_error.empty()) throw CaseAborted(fmt::format("{}: cannot read its child's result: {}", who, read_error));
+    if (complete) throw CaseAborted(fmt::format("{} exited with status {} after returning a result", who, code));
+    throw CaseAborted(fmt::format("{} exited with status {} before returning a result (did a kernel call exit()?)", who, code));
+  }
+  const std::string payload = data.substr(kHeader);
+  switch (data[0]) {
+    case kResult: {
+      CaseResult result;
+      try {
+        decode_outcome(payload, result);
+      } catch (const std::exception& e) {
+        throw CaseAborted(fmt::format("{} returned a malformed result: {}", who, e.what()));
+      }
+      result.testcase = as_run(tc, options);
+      return result;
+    }
+    case kException:
+      throw std::runtime_error(payload);
+    case kForeign:
+      throw CaseAborted(fmt::format("{} threw an exception of type {}, which is not a std::exception", who, payload));
+    default:
+      throw CaseAborted(fmt::format("{} returned a malformed result (an unknown message)", who));
+  }
+}
+
+}  // namespace kcert::engine

@@ -1,0 +1,44 @@
+#pragma once
+// A case run in a forked child process (issue 34). kcert runs plugin kernels it did not
+// write: in its own process, a kernel that called exit(0) ended the nightly with exit status
+// 0 and nothing run, a segfault, an abort or `throw 42` killed the run, and a hang had no
+// deadline. In a child, each of these is the end of that case only: run_case_isolated
+// throws CaseAborted with the reason, and the caller records an ERROR result and goes on.
+//
+// The child is a fork of kcert (no exec): it shares the loaded plugins, the registry and the
+// case, runs run_case on a fresh thread (libgomp's thread team does not survive fork in the
+// thread that forked; a new thread starts a new team, so the child keeps the parent's
+// intra-op threads), and sends the result back over a pipe (result_wire.hpp). It is the
+// leader of its own process group, which is killed past the deadline, and dies with its
+// parent (PR_SET_PDEATHSIG). This is isolation from faults, not from malice: the child is
+// the same user with the same files open.
+#include <stdexcept>
+#include <string>
+
+#include "harness/engine/engine.hpp"
+
+namespace kcert::engine {
+
+struct IsolationOptions {
+  double deadline_seconds = 3600.0;  // wall time from fork to the result
+  std::string who = "plugin kernel";  // what the reasons say died ("plugin kernel killed by SIGSEGV")
+};
+
+// The case's child ended without a result: killed by a signal, exited, past its deadline,
+// a non-standard exception, or a malformed result. what() is the reason, for the ERROR result.
+class CaseAborted : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// Whether a kernel the case runs (reference or production, of the case or of a sweep
+// setting) comes from a plugin rather than from kcert.
+bool kernels_from_plugin(const contract::TestCase& tc, const kernels::Registry& registry);
+
+// run_case in a forked child. Returns the child's result (its test case from as_run);
+// rethrows, as std::runtime_error with the same text, a std::exception the case threw
+// (as run_case would have); throws CaseAborted when the child ended without a result.
+CaseResult run_case_isolated(const contract::TestCase& tc, const kernels::Registry& registry, const RunOptions& options,
+                             const IsolationOptions& isolation);
+
+}  // namespace kcert::engine

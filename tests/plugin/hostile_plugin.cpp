@@ -1,0 +1,56 @@
+// A plugin whose kernels misbehave the ways issue 34 found plugin kernels can take a run
+// down: a segfault, exit(0), abort(), `throw 42` and a hang, beside one correct kernel. Each
+// is a production variant of the built-in rmsnorm family; tests/plugin/test_plugin_isolation.sh
+// runs a nightly over cases naming them, each of which must end as an ERROR with its reason
+// while the other cases run.
+#include <kcert/plugin.hpp>
+
+#include <chrono>
+#include <cstdint>
+#include <cstdlib>
+#include <thread>
+
+using kcert::kernels::KernelInputs;
+using kcert::kernels::ParamMap;
+using kcert::kernels::ParamSpec;
+namespace param = kcert::kernels::param;
+using kcert::numerics::Precision;
+
+KCERT_PLUGIN("hostile_kernels", "1.0.0")
+
+namespace {
+
+const std::vector<ParamSpec> kParams = {param::number("eps", 1e-6).at_least(0).doc("added to the mean square")};
+
+// fused_weight_fp32's arithmetic: the correct kernel, so its case PASSes.
+torch::Tensor rmsnorm(const KernelInputs& in, const Precision& p, const ParamMap& params) {
+  const auto u = p.up(in.at("x"));
+  const auto inv = torch::rsqrt(u.pow(2).mean(-1, /*keepdim=*/true) + params.number("eps"));
+  return p.round_w(u * inv * p.up(in.at("w")));
+}
+
+void add(kcert::kernels::Registry& registry, const char* name, const char* doc, kcert::kernels::KernelFn fn) {
+  registry.add_variant("rmsnorm", {{name, "", doc, kParams}, std::move(fn)});
+}
+
+}  // namespace
+
+KCERT_PLUGIN_REGISTER(registry) {
+  add(registry, "hostile_ok", "a correct one-pass RMSNorm", rmsnorm);
+  add(registry, "hostile_segv", "writes through a wild pointer", [](const KernelInputs&, const Precision&, const ParamMap&) -> torch::Tensor {
+    *reinterpret_cast<volatile int*>(std::uintptr_t{16}) = 1;
+    return {};
+  });
+  add(registry, "hostile_exit0", "calls exit(0)", [](const KernelInputs&, const Precision&, const ParamMap&) -> torch::Tensor {
+    std::exit(0);
+  });
+  add(registry, "hostile_abort", "calls abort()", [](const KernelInputs&, const Precision&, const ParamMap&) -> torch::Tensor {
+    std::abort();
+  });
+  add(registry, "hostile_throw42", "throws an int", [](const KernelInputs&, const Precision&, const ParamMap&) -> torch::Tensor {
+    throw 42;
+  });
+  add(registry, "hostile_hang", "never returns", [](const KernelInputs&, const Precision&, const ParamMap&) -> torch::Tensor {
+    for (;;) std::this_thread::sleep_for(std::chrono::hours(1));
+  });
+}
