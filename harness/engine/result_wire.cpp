@@ -89,9 +89,14 @@ template <class A> void fields(A& a, stats::HeavyTailCheck& h) {
   a(h.tested, h.xi_free, h.lr, h.cut, h.rejected, h.U_clipped, h.U_unclipped, h.model_matters, h.bounded_q, h.bounded_xi,
     h.bounded_lr, h.bounded_cut);
 }
+template <class A> void fields(A& a, stats::ThinTailBound& b) {
+  a(b.u, b.exceedances, b.mean_excess, b.sigma_upper, b.zeta_upper, b.U, b.supported_horizon);
+}
+// A field added to ThinTailBound must be added above too (this breaks the build until it is).
+static_assert(sizeof(stats::ThinTailBound) == 7 * sizeof(double), "ThinTailBound changed: update its wire fields");
 template <class A> void fields(A& a, stats::TailAnalysis& t) {
   a(t.settings, t.khat, t.mode, t.u, t.n_exc, t.zeta, t.free_fit, t.clipped_fit, t.r_t, t.lower, t.se, t.bootstrap_used, t.U,
-    t.boundary_fit, t.tail_q, t.heavy, t.verdict, t.reason);
+    t.thin, t.boundary_fit, t.tail_q, t.heavy, t.verdict, t.reason);
 }
 template <class A> void fields(A& a, gates::VarianceEvidence& e) {
   a(e.replicates, e.events, e.exceedances, e.horizon, e.reaches_horizon);
