@@ -33,6 +33,7 @@ ControlOutcome outcome(const engine::CaseResult& r) {
   o.id = r.testcase.id;
   o.kind = r.testcase.kind == contract::Kind::negative ? "negative" : "positive";
   o.family = r.testcase.family;
+  o.direction = std::string(contract::to_string(r.testcase.direction));
   o.error = r.error;
   o.skipped = r.skipped;
   o.torch_version = r.torch_version;
@@ -104,6 +105,7 @@ ControlOutcome outcome_from_document(const nlohmann::json& d) {
   o.id = d.at("id").get<std::string>();
   o.kind = d.value("kind", "");
   o.family = d.value("family", "");
+  if (d.contains("direction") && d.at("direction").is_string()) o.direction = d.at("direction").get<std::string>();
   if (d.contains("provenance") && d.at("provenance").is_object()) o.torch_version = d.at("provenance").value("torch_version", "");
   if (d.contains("error")) {
     o.error = d.at("error").get<std::string>();
@@ -192,6 +194,9 @@ Falsifiability tabulate(const std::vector<ControlOutcome>& outcomes) {
     count(f.bias, neg, r.bias);
     count(f.variance, neg, r.variance);
     count(f.combined, neg, r.verdict);
+    auto& dir = f.by_direction[r.direction];
+    (neg ? dir.negatives : dir.positives)++;
+    count(dir.combined, neg, r.verdict);
     count(f.bias_signed_only, neg, r.bias_signed_only);
     count(f.combined_signed_only, neg, stats::worst(r.algebra, stats::worst(r.bias_signed_only, r.variance)));
     count_flag(f.assert_close, neg, r.assert_close);
@@ -234,6 +239,12 @@ nlohmann::json to_json(const Falsifiability& f) {
           {"variance_pass_short_of_horizon", {{"negatives", f.short_evidence_negatives}, {"positives", f.short_evidence_positives}}},
           {"variance_confirmations", {{"confirmed", f.confirmed}, {"disagreed", f.confirmation_disagreed}}},
           {"expectations_met", f.expectations_met},
+          {"by_direction", [&] {
+             nlohmann::json out = nlohmann::json::object();
+             for (const auto& [d, t] : f.by_direction)
+               out[d] = {{"negatives", t.negatives}, {"positives", t.positives}, {"combined", tally_json(t.combined)}};
+             return out;
+           }()},
           {"expected_under_condition", [&] {
              nlohmann::json list = nlohmann::json::array();
              for (const auto& [id, condition] : f.conditioned) list.push_back({{"id", id}, {"condition", condition}});

@@ -4,6 +4,7 @@
 // (known-correct: must not FAIL).
 #include <nlohmann/json.hpp>
 
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -40,6 +41,13 @@ struct Falsifiability {
   // Controls judged by the expectation of an environment condition (`expected_on`: a
   // LibTorch release, a CPU whose bf16 GEMM accumulates in bf16), with the condition.
   std::vector<std::pair<std::string, std::string>> conditioned;  // (id, condition)
+  // The gates' combined verdict per direction (issue 31: forward, backward): controls that
+  // ran, and how the combined verdict did on them.
+  struct DirectionTally {
+    int negatives = 0, positives = 0;
+    Tally combined;
+  };
+  std::map<std::string, DirectionTally> by_direction;
 };
 
 // What the table needs of one control, from a fresh result or from a stored result
@@ -47,6 +55,7 @@ struct Falsifiability {
 // exactly like the run that produced it.
 struct ControlOutcome {
   std::string id, kind, family, error;  // kind: "negative" | "positive"; error: harness error
+  std::string direction = "forward";    // what the control certifies
   std::string skipped;                  // why it did not run (a kernel this LibTorch lacks)
   std::string torch_version;
   stats::Verdict verdict = stats::Verdict::pass, algebra = stats::Verdict::pass, bias = stats::Verdict::pass,

@@ -118,7 +118,11 @@ void register_calibrate_command(CLI::App& app) {
       if (!summary) throw InputError("run " + run + " is not in the database");
       if (summary->status != "finished") throw InputError("run " + run + " is " + summary->status + ", not finished");
       for (const auto& r : db.run_results(run)) {
-        if (r.fingerprint == env) controls.push_back(eval::outcome_from_document(r.document));
+        if (r.fingerprint != env) continue;
+        // Forward controls only: the calibration applies to forward cases (a gradient's U
+        // is on another scale; backward calibration per direction is not built yet).
+        auto o = eval::outcome_from_document(r.document);
+        if (o.direction == "forward") controls.push_back(std::move(o));
       }
     }
     if (controls.empty()) throw InputError("the source run(s) hold no results in environment " + env);

@@ -540,6 +540,31 @@ HtmlReportSummary write_html_report(const HtmlReportInput& input, const fs::path
       }
       body << "</table>\n";
     }
+    // A backward case (issue 31): each gradient's verdicts, buckets and reduction size N, and
+    // which gradient decided each gate.
+    if (r.contains("backward") && r.at("backward").is_object()) {
+      const auto& bw = r.at("backward");
+      const auto decided = bw.value("decided_by", nlohmann::json::object());
+      const auto dy = bw.value("dy", nlohmann::json::object());
+      body << "<h2>Gradients</h2><p>Backward, upstream gradient dy " << esc(text(dy, "kind")) << " (shift "
+           << esc(num(dy.value("shift", nlohmann::json()))) << ", scale " << esc(num(dy.value("scale", nlohmann::json())))
+           << "); each gate shows the worst gradient (decided by: algebra " << esc(text(decided, "algebra")) << ", bias "
+           << esc(text(decided, "bias")) << ", variance " << esc(text(decided, "variance"))
+           << ").</p><table><tr><th>gradient</th><th>of</th><th>buckets</th><th>N</th><th>overall</th>"
+              "<th>algebra</th><th>bias</th><th>variance</th><th>U</th><th>max |z|</th></tr>";
+      for (const auto& g : bw.value("gradients", nlohmann::json::array())) {
+        if (!g.is_object()) continue;
+        const auto n = g.value("reduction_size", nlohmann::json());
+        body << "<tr><td>" << esc(text(g, "name")) << "</td><td>" << esc(text(g, "input")) << "</td><td>"
+             << esc(text(g, "bucket_axis")) << "</td><td class=\"num\">"
+             << (n.is_number_integer() && n.get<std::int64_t>() > 0 ? esc(num(n)) + " " + esc(text(g, "reduces")) : std::string("-"))
+             << "</td><td>" << badge(text(g, "verdict")) << "</td><td>" << badge(text(g, "algebra")) << "</td><td>"
+             << badge(text(g, "bias")) << "</td><td>" << badge(text(g, "variance")) << "</td><td class=\"num\">"
+             << esc(num(g.value("U", nlohmann::json()))) << "</td><td class=\"num\">"
+             << esc(num(g.value("max_abs_z", nlohmann::json()))) << "</td></tr>";
+      }
+      body << "</table>\n";
+    }
     if (r.contains("error") && r.at("error").is_string())
       body << "<div class=\"attention\"><b>Harness error:</b> " << esc(text(r, "error")) << "</div>\n";
     if (r.contains("skipped") && r.at("skipped").is_string())
@@ -684,7 +709,7 @@ void check_report_document(const nlohmann::json& doc) {
       if (!r.at("gates").contains(g) || !r.at("gates").at(g).is_object()) fail(q + "gates." + g, "an object");
     }
     for (const char* k : {"unexpected", "references"}) optional(r, q, k, &J::is_array, "a list");
-    for (const char* k : {"provenance", "probe", "sweep"}) optional(r, q, k, &J::is_object, "an object");
+    for (const char* k : {"provenance", "probe", "sweep", "backward"}) optional(r, q, k, &J::is_object, "an object");
   }
 }
 

@@ -77,8 +77,20 @@ void register_list_command(CLI::App& app, const kernels::Registry& registry) {
                               {"params", params_json(v.schema.params)},
                               {"unavailable", v.unavailable.empty() ? nlohmann::json(nullptr) : nlohmann::json(v.unavailable)}});
         }
+        nlohmann::json gradients = nlohmann::json::array();
+        for (const auto& g : f.gradients) {
+          gradients.push_back({{"name", g.schema.name}, {"input", g.schema.input}, {"bucket_axes", g.schema.bucket_axes},
+                               {"reduces", g.schema.reduces}, {"description", g.schema.description}});
+        }
+        for (std::size_t i = 0; i < variants.size(); ++i) {
+          const auto& v = f.variants.at(variants[i]["name"].get<std::string>());
+          variants[i]["backward"] = v.backward ? "explicit" : "autograd";
+        }
         doc.push_back({{"family", name}, {"description", f.description}, {"bucket_axes", f.bucket_axes},
-                       {"probe_params", params_json(f.probe_params)}, {"variants", variants}});
+                       {"probe_params", params_json(f.probe_params)}, {"variants", variants},
+                       {"gradients", gradients},
+                       {"dy_kinds", f.gradients.empty() ? nlohmann::json::array()
+                                                        : nlohmann::json{"shifted", "self_correlated", "zero_mean"}}});
         continue;
       }
       // Names and docs come from plugins too: escaped for the terminal (terminal_text.hpp).
@@ -86,6 +98,18 @@ void register_list_command(CLI::App& app, const kernels::Registry& registry) {
       std::cout << fmt::format("{}: {}\n  bucket axes: ", t(name), t(f.description));
       for (std::size_t i = 0; i < f.bucket_axes.size(); ++i) {
         std::cout << (i ? ", " : "") << t(f.bucket_axes[i]) << (i == 0 ? " (default)" : "");
+      }
+      // direction: backward (issue 31): the gradients a case can certify, and the dy kinds.
+      if (f.gradients.empty()) {
+        std::cout << "\n  backward: none yet (direction: forward only)";
+      } else {
+        std::cout << "\n  backward: dy kinds shifted (default), self_correlated, zero_mean; gradients:";
+        for (const auto& g : f.gradients) {
+          std::cout << fmt::format("\n    {} (of {}; buckets {}{}): {}", t(g.schema.name), t(g.schema.input),
+                                   t(fmt::format("{}", fmt::join(g.schema.bucket_axes, ", "))),
+                                   g.schema.reduces.empty() ? std::string() : "; sums over " + t(g.schema.reduces),
+                                   t(g.schema.description));
+        }
       }
       // Columns as wide as their longest entry (a fixed width let `router.correction_bias` and
       // `weights.bias_spread` run into the next column).

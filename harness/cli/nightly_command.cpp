@@ -361,6 +361,9 @@ void register_nightly_command(CLI::App& app, kernels::Registry& registry) {
                   << ": default variance thresholds (warn_K 2, fail_K 10)\n";
       }
       for (auto& tc : selected) {
+        // A calibration is derived from a family's forward positives (calibrate_command):
+        // a backward case keeps its own thresholds (gradients have their own error scale).
+        if (tc.direction != contract::Direction::forward) continue;
         const auto it = cals.find(tc.family);
         if (it == cals.end()) continue;
         tc.gates.variance.warn_k = it->second.warn_k;

@@ -87,6 +87,26 @@ void print_case_details(std::ostream& out, const engine::CaseResult& r) {
                          p.probe_text.empty() ? std::string("(the contract's probe)") : p.probe_text);
     }
   }
+  if (tc.direction == contract::Direction::backward) {
+    // "backward  dy shifted N(0.5, 1²); 2 gradients, the worst decides: ...": then one line per gradient.
+    const auto by = [&](const char* gate) {
+      const auto it = r.gradient_decided_by.find(gate);
+      return it == r.gradient_decided_by.end() ? std::string("-") : it->second;
+    };
+    const auto& bw = tc.backward;
+    out << fmt::format("  backward  dy {} (shift {}, scale {}); {} gradient(s), the worst decides: algebra by {}, bias by {}, "
+                       "variance by {}\n",
+                       bw.dy_kind, num(bw.dy_shift), num(bw.dy_scale), r.gradients.size(), by("algebra"), by("bias"),
+                       by("variance"));
+    for (const auto& g : r.gradients) {
+      out << fmt::format("    {:<6} {:<5} algebra {:<4}  bias {:<4} ({} buckets, max |z| {}, {} ULP)  variance {:<4} (U {})  {}\n",
+                         g.name, stats::to_string(g.verdict), stats::to_string(g.algebra), stats::to_string(g.bias),
+                         g.bucket_axis, num(g.max_abs_z), num(g.max_ulp_effect, 3), stats::to_string(g.variance), num(g.U),
+                         g.reduction_size > 0 ? fmt::format("N = {} {} per replicate", g.reduction_size, g.reduces)
+                                              : std::string("per element"));
+    }
+    out << "  (the gate lines below are the deciding gradients')\n";
+  }
   out << fmt::format("  algebra   {}  {}\n", stats::to_string(r.algebra.verdict), r.algebra.reason);
   const auto& b = r.bias;
   out << fmt::format("  bias      {}  {}\n", stats::to_string(b.verdict), b.reason);
@@ -200,6 +220,15 @@ void print_falsifiability(std::ostream& out, const eval::Falsifiability& f) {
   row("combined", f.combined, true);
   row("bias gate, signed alone (notes)", f.bias_signed_only, true);
   row("combined, signed alone (notes)", f.combined_signed_only, true);
+  // Per direction (issue 31) once a suite holds backward controls: the forward table's
+  // comparison with the notes is only meaningful on the forward ones.
+  if (f.by_direction.size() > 1 || f.by_direction.count("backward")) {
+    for (const auto& [d, t] : f.by_direction) {
+      out << fmt::format("  {:<34} {:>3}/{:<3}       {:>3}/{:<3}       {:>3}/{:<3}\n", "combined, " + d + " controls",
+                         t.combined.detected, t.negatives, t.combined.false_fail, t.positives, t.combined.false_warn,
+                         t.positives);
+    }
+  }
   out << "  notes' reference (30 + 35 controls): 29/30 detected, 0/35 FAIL, 2/35 WARN\n";
   out << "  checks in use today (flagged on the first replicate):\n";
   row("  assert_close (bf16 rtol 1.6e-2)", f.assert_close, false);

@@ -22,6 +22,24 @@ namespace kcert::contract {
 enum class Kind { negative, positive };
 inline std::string_view to_string(Kind k) { return k == Kind::negative ? "negative" : "positive"; }
 
+// What a case certifies (issue 31): the forward outputs, or the gradients of the backward.
+enum class Direction { forward, backward };
+inline std::string_view to_string(Direction d) { return d == Direction::forward ? "forward" : "backward"; }
+
+// The upstream-gradient probe dy of a backward case (YAML `backward:`): drawn per replicate
+// from kcert's own stream, rounded to W, never uniform (dy = ones hides per-row scaling
+// defects). Kinds: `shifted` N(shift, scale²), which gives a weight's gradient a mean
+// (E[dW_c] = N·E[dy·x̂]) so accumulation bias has a direction to show; `self_correlated`
+// dy = y + N(0, scale²) with y the fp64 oracle's output (the gradient of ½‖y‖² plus noise);
+// `zero_mean` N(0, scale²), the specificity probe of the variance gate.
+struct BackwardProbe {
+  std::string dy_kind = "shifted";
+  double dy_shift = 0.5;
+  double dy_scale = 1.0;
+  std::vector<std::string> gradients;         // certified gradients; empty = every one the family declares
+  std::map<std::string, std::string> buckets;  // gradient -> bucket axis (default: the gradient's first)
+};
+
 struct KernelChoice {
   std::string variant;
   std::string version;  // the YAML's, or the registered variant's when the YAML gives none
@@ -87,6 +105,8 @@ struct TestCase {
   KernelChoice reference;
   KernelChoice production;
   kernels::ProbeContract probe;
+  Direction direction = Direction::forward;
+  BackwardProbe backward;  // direction: backward only
   std::string bucket_axis;
   GateSettings gates;
   Expectation expected;

@@ -128,7 +128,8 @@ void BatchPipeline::observe_range(std::uint64_t first, std::uint64_t count) {
     if (nonfinite_) break;
     if (!layout_) {
       output_shape_.assign(out.ref.sizes().begin() + 1, out.ref.sizes().end());
-      layout_ = numerics::make_bucket_layout(family_.bucket_ids(tc_.bucket_axis, tc_.probe, output_shape_),
+      layout_ = numerics::make_bucket_layout(settings_.bucket_ids ? settings_.bucket_ids(output_shape_)
+                                                                  : family_.bucket_ids(tc_.bucket_axis, tc_.probe, output_shape_),
                                              output_shape_);
       if (batch_ <= 0) {
         batch_ = automatic_batch(tc_, family_, static_cast<int>(out.ref.element_size()),

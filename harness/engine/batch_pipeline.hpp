@@ -51,6 +51,9 @@ class BatchPipeline {
     bool beside_next_batch = false;  // the sweep schedule, resolved for the device (engine.hpp)
     std::function<void(const Progress&)> progress;
     std::chrono::steady_clock::time_point started;  // the case's start, for Progress::seconds
+    // The bucket of every element of one replicate's output, given its shape; empty = the
+    // family's forward layout on the case's bucket axis (a gradient has its own).
+    std::function<torch::Tensor(at::IntArrayRef)> bucket_ids;
   };
 
   BatchPipeline(const contract::TestCase& tc, const kernels::Family& family, stats::FloatFormat out_format,

@@ -33,6 +33,19 @@ struct SweepPoint {
   std::string bias_reason, variance_reason;
 };
 
+// One gradient of a backward case (issue 31), as it came out: its gates' verdicts and maxima,
+// its bucket layout and the reduction size N its claim is at.
+struct GradientPoint : SweepPoint {
+  std::string input;             // the input it differentiates with respect to
+  std::string bucket_axis;
+  std::string reduces;           // what it sums over within a replicate ("tokens"), or ""
+  std::int64_t reduction_size = 0;  // N: terms that sum it per replicate (0 for an input-shaped gradient)
+  std::vector<std::int64_t> shape;  // one replicate's gradient
+  double algebra_discrepancy = 0.0;
+  std::string algebra_reason;
+  double own_forward_discrepancy = -1.0;  // explicit backward vs autograd of its forward; < 0 not measured
+};
+
 struct CaseResult {
   contract::TestCase testcase;  // the case as loaded (probe, gates, expectation, refs)
   stats::Verdict verdict = stats::Verdict::pass;
@@ -58,6 +71,10 @@ struct CaseResult {
   // gate the setting its result (and verdict) above comes from: the worst, the first on ties.
   std::vector<SweepPoint> sweep;
   std::map<std::string, std::string> decided_by;  // gate ("algebra", "bias", "variance", "overall") -> setting
+  // A backward case (testcase.direction): every gradient's outcome, and for each gate the
+  // gradient its result above comes from (the worst, the first on ties).
+  std::vector<GradientPoint> gradients;
+  std::map<std::string, std::string> gradient_decided_by;
 };
 
 }  // namespace kcert::engine

@@ -29,4 +29,26 @@ kernels::KernelInputs draw_replicates(const kernels::Family& family, const kerne
   return stacked;
 }
 
+kernels::KernelInputs to_inputs(const kernels::KernelInputs& in, torch::Device device, std::optional<torch::Dtype> dtype) {
+  kernels::KernelInputs out;
+  for (const auto& [name, t] : in.tensors()) {
+    auto moved = t.to(device);
+    if (dtype && moved.is_floating_point()) moved = moved.to(*dtype);
+    out.set(name, moved);
+  }
+  return out;
+}
+
+kernels::KernelInputs merge(const kernels::KernelInputs& a, const kernels::KernelInputs& b) {
+  kernels::KernelInputs out = a;
+  for (const auto& [name, t] : b.tensors()) out.set(name, t);
+  return out;
+}
+
+kernels::KernelInputs narrow_batch(const kernels::KernelInputs& batched, std::int64_t first, std::int64_t k) {
+  kernels::KernelInputs out;
+  for (const auto& [name, t] : batched.tensors()) out.set(name, t.narrow(0, first, k));
+  return out;
+}
+
 }  // namespace kcert::engine

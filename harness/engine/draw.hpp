@@ -2,6 +2,8 @@
 // Drawing a batch of replicates' inputs, stacked along a leading batch dimension.
 #include <cstdint>
 
+#include <optional>
+
 #include "harness/kernels/registry.hpp"
 
 namespace kcert::engine {
@@ -13,5 +15,15 @@ namespace kcert::engine {
 kernels::KernelInputs draw_replicates(const kernels::Family& family, const kernels::ProbeContract& probe,
                                       const kernels::KernelInputs& fixed, std::uint64_t seed, std::uint64_t first,
                                       std::int64_t count);
+
+// The inputs on `device`; floating ones converted to `dtype` when given (positions, masks and
+// ids keep their type).
+kernels::KernelInputs to_inputs(const kernels::KernelInputs& in, torch::Device device, std::optional<torch::Dtype> dtype);
+
+// a's tensors with b's added (b's win on a shared name).
+kernels::KernelInputs merge(const kernels::KernelInputs& a, const kernels::KernelInputs& b);
+
+// The first k replicates of a batch.
+kernels::KernelInputs narrow_batch(const kernels::KernelInputs& batched, std::int64_t first, std::int64_t k);
 
 }  // namespace kcert::engine

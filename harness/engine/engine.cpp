@@ -1,6 +1,7 @@
 #include "harness/engine/engine.hpp"
 #include "harness/engine/draw.hpp"
 #include "harness/engine/batch_pipeline.hpp"
+#include "harness/engine/gradient_pair.hpp"
 
 #include <algorithm>
 #include <array>
@@ -28,6 +29,7 @@ using stats::Verdict;
 // Seed domains: replicate r uses derive_seed(seed, r); these sit far above any r.
 constexpr std::uint64_t kFixedStream = 0xFFFFFFFFFFFFFFFFULL;
 constexpr std::uint64_t kBootstrapStream = 0xFFFFFFFFFFFFFFFEULL;
+constexpr std::uint64_t kUpstreamGradientStream = 0xFFFFFFFFFFFFFFFDULL;  // dy of replicate r: derive_seed(this, r)
 
 double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
@@ -42,29 +44,6 @@ torch::Device resolve_device(const std::string& name) {
     return torch::kCUDA;
   }
   throw std::invalid_argument("device must be cpu or cuda, got '" + name + "'");
-}
-
-KernelInputs to_inputs(const KernelInputs& in, torch::Device device, std::optional<torch::Dtype> dtype) {
-  KernelInputs out;
-  for (const auto& [name, t] : in.tensors()) {
-    auto moved = t.to(device);
-    // Only floating inputs change precision; positions, masks and ids keep their type.
-    if (dtype && moved.is_floating_point()) moved = moved.to(*dtype);
-    out.set(name, moved);
-  }
-  return out;
-}
-
-KernelInputs merge(const KernelInputs& a, const KernelInputs& b) {
-  KernelInputs out = a;
-  for (const auto& [name, t] : b.tensors()) out.set(name, t);
-  return out;
-}
-
-KernelInputs narrow_batch(const KernelInputs& batched, std::int64_t k) {
-  KernelInputs out;
-  for (const auto& [name, t] : batched.tensors()) out.set(name, t.narrow(0, 0, k));
-  return out;
 }
 
 void check_output(const torch::Tensor& out, const std::string& who, std::int64_t batch, torch::Dtype expected) {
@@ -181,7 +160,7 @@ class PairEvaluator final : public PairSource {
     torch::Tensor prod64;
     {
       torch::NoGradGuard no_grad;
-      prod64 = prod_.fn(merge(fixed_64_, narrow_batch(batch_64_, k)), exact_, tc_.production.params);
+      prod64 = prod_.fn(merge(fixed_64_, narrow_batch(batch_64_, 0, k)), exact_, tc_.production.params);
     }
     runtime_.kernel_seconds += seconds_since(ta);
     check_output(prod64, "production variant '" + tc_.production.variant + "' under the fp64 policy", k, torch::kFloat64);
@@ -237,63 +216,6 @@ std::vector<std::string> check_verdicts(const contract::Expectation& expected, V
   return out;
 }
 
-// One probe setting: the three gates on one contract.
-CaseResult run_setting(const contract::TestCase& tc_in, const kernels::Registry& registry, const RunOptions& options) {
-  const auto t0 = Clock::now();
-  CaseResult result;
-  result.testcase = with_overrides(tc_in, options);
-  const auto& tc = result.testcase;
-  const auto& family = registry.family(tc.family);
-  const auto out_format = family.output_format ? family.output_format(tc.probe) : tc.probe.dtype;
-  result.output_format = out_format;
-  result.torch_version = numerics::torch_version();
-  result.runtime.device = options.device;
-  result.runtime.threads = at::get_num_threads();
-  const auto device = resolve_device(options.device);
-  const MathModesScope math_modes(tc.math_modes);
-  result.math_modes = math_modes.in_effect;
-  PairEvaluator pair(tc, registry, device, out_format, result.runtime);
-
-  const auto& g = tc.gates;
-  gates::AlgebraGate algebra(static_cast<std::uint64_t>(g.algebra_replicates), g.algebra_tolerance);
-  gates::BiasGate bias({g.replicates, g.bias, g.bias_deciding, tc.bucket_axis, g.bias_attribution}, out_format);
-  gates::VarianceGate variance(g.variance, g.replicates, g.max_replicates, out_format);
-  gates::BaselineChecks baselines(g.replicates, out_format);
-  const std::array<gates::Gate*, 4> observers{&algebra, &bias, &variance, &baselines};
-  const auto wanted = [&](std::uint64_t done) {
-    std::uint64_t more = 0;
-    for (auto* o : observers) more = std::max(more, o->wants_more(done));
-    return more;
-  };
-
-  const bool beside_next_batch =
-      options.sweep == SweepSchedule::beside_next_batch ||
-      (options.sweep == SweepSchedule::automatic && !device.is_cpu());
-  BatchPipeline pipeline(tc, family, out_format, pair, algebra, observers,
-                         {options.batch, beside_next_batch, options.progress, t0}, result.runtime);
-  std::uint64_t done = 0;
-  for (std::uint64_t more = wanted(done); more > 0 && !pipeline.nonfinite(); more = wanted(done)) {
-    pipeline.observe_range(done, more);
-    done += more;
-  }
-  std::uint64_t confirm = 0;
-  for (auto* o : observers) confirm = std::max(confirm, o->wants_confirmation());
-  if (confirm > 0 && !pipeline.nonfinite()) pipeline.observe_range(gates::kConfirmationBase, confirm);
-
-  result.output_shape = pipeline.output_shape();
-  result.nonfinite = pipeline.nonfinite();
-  result.replicates = pipeline.evaluated();
-  result.algebra = algebra.decide();
-  result.bias = bias.decide();
-  result.variance = variance.decide();
-  result.baselines = baselines.decide();
-  result.verdict = stats::worst(result.algebra.verdict, stats::worst(result.bias.verdict, result.variance.verdict));
-  result.runtime.stats_seconds = variance.analysis_seconds();
-  result.runtime.seconds = seconds_since(t0);
-  result.unexpected = check_expectation(result);
-  return result;
-}
-
 int severity(Verdict v) { return v == Verdict::fail ? 2 : v == Verdict::warn ? 1 : 0; }
 
 SweepPoint point_of(const std::string& name, const std::string& probe_text, const CaseResult& r) {
@@ -315,6 +237,191 @@ SweepPoint point_of(const std::string& name, const std::string& probe_text, cons
   p.bias_reason = r.bias.reason;
   p.variance_reason = r.variance.reason;
   return p;
+}
+
+// The three gates (and the baseline checks) on one pair source: a forward pair, or one
+// gradient of a backward. `bucket_ids` overrides the family's forward layout (a gradient's).
+void run_gates(const contract::TestCase& tc, const kernels::Family& family, stats::FloatFormat out_format,
+               PairSource& source, std::function<torch::Tensor(at::IntArrayRef)> bucket_ids, torch::Device device,
+               const RunOptions& options, Clock::time_point t0, CaseResult& result) {
+  const auto& g = tc.gates;
+  gates::AlgebraGate algebra(static_cast<std::uint64_t>(g.algebra_replicates), g.algebra_tolerance);
+  gates::BiasGate bias({g.replicates, g.bias, g.bias_deciding, tc.bucket_axis, g.bias_attribution}, out_format);
+  gates::VarianceGate variance(g.variance, g.replicates, g.max_replicates, out_format);
+  gates::BaselineChecks baselines(g.replicates, out_format);
+  const std::array<gates::Gate*, 4> observers{&algebra, &bias, &variance, &baselines};
+  const auto wanted = [&](std::uint64_t done) {
+    std::uint64_t more = 0;
+    for (auto* o : observers) more = std::max(more, o->wants_more(done));
+    return more;
+  };
+
+  const bool beside_next_batch =
+      options.sweep == SweepSchedule::beside_next_batch ||
+      (options.sweep == SweepSchedule::automatic && !device.is_cpu());
+  BatchPipeline pipeline(tc, family, out_format, source, algebra, observers,
+                         {options.batch, beside_next_batch, options.progress, t0, std::move(bucket_ids)},
+                         result.runtime);
+  std::uint64_t done = 0;
+  for (std::uint64_t more = wanted(done); more > 0 && !pipeline.nonfinite(); more = wanted(done)) {
+    pipeline.observe_range(done, more);
+    done += more;
+  }
+  std::uint64_t confirm = 0;
+  for (auto* o : observers) confirm = std::max(confirm, o->wants_confirmation());
+  if (confirm > 0 && !pipeline.nonfinite()) pipeline.observe_range(gates::kConfirmationBase, confirm);
+
+  result.output_shape = pipeline.output_shape();
+  result.nonfinite = pipeline.nonfinite();
+  result.replicates = pipeline.evaluated();
+  result.algebra = algebra.decide();
+  result.bias = bias.decide();
+  result.variance = variance.decide();
+  result.baselines = baselines.decide();
+  result.runtime.stats_seconds = variance.analysis_seconds();
+}
+
+// What every result of a case records before its gates run.
+CaseResult started_result(const contract::TestCase& tc_in, const RunOptions& options) {
+  CaseResult result;
+  result.testcase = with_overrides(tc_in, options);
+  result.torch_version = numerics::torch_version();
+  result.runtime.device = options.device;
+  result.runtime.threads = at::get_num_threads();
+  return result;
+}
+
+void finish(CaseResult& result, Clock::time_point t0) {
+  result.verdict = stats::worst(result.algebra.verdict, stats::worst(result.bias.verdict, result.variance.verdict));
+  result.runtime.seconds = seconds_since(t0);
+  result.unexpected = check_expectation(result);
+}
+
+// One probe setting of a forward case: the three gates on the kernel pair's outputs.
+CaseResult run_forward(const contract::TestCase& tc_in, const kernels::Registry& registry, const RunOptions& options) {
+  const auto t0 = Clock::now();
+  auto result = started_result(tc_in, options);
+  const auto& tc = result.testcase;
+  const auto& family = registry.family(tc.family);
+  const auto out_format = family.output_format ? family.output_format(tc.probe) : tc.probe.dtype;
+  result.output_format = out_format;
+  const auto device = resolve_device(options.device);
+  const MathModesScope math_modes(tc.math_modes);
+  result.math_modes = math_modes.in_effect;
+  PairEvaluator pair(tc, registry, device, out_format, result.runtime);
+  run_gates(tc, family, out_format, pair, {}, device, options, t0, result);
+  finish(result, t0);
+  return result;
+}
+
+// One probe setting of a backward case (issue 31): the three gates on each gradient, with the
+// gradient's own buckets; each gate's result is the worst over the gradients (the first on
+// ties, in the family's order), and the result names the gradient that decided.
+CaseResult run_backward(const contract::TestCase& tc_in, const kernels::Registry& registry, const RunOptions& options) {
+  const auto t0 = Clock::now();
+  auto base = started_result(tc_in, options);
+  const auto& tc = base.testcase;
+  const auto& family = registry.family(tc.family);
+  if (family.gradients.empty()) throw std::invalid_argument("family '" + tc.family + "' has no backward");
+  const auto& ref = registry.variant(tc.family, tc.reference.variant);
+  const auto& prod = registry.variant(tc.family, tc.production.variant);
+  // A gradient is in the input's dtype: W.
+  const auto out_format = tc.probe.dtype;
+  base.output_format = out_format;
+  const auto device = resolve_device(options.device);
+  const MathModesScope math_modes(tc.math_modes);
+  base.math_modes = math_modes.in_effect;
+  const auto fixed = family.make_fixed(tc.probe, stats::derive_seed(tc.probe.seed, kFixedStream));
+  const auto dy_seed = stats::derive_seed(tc.probe.seed, kUpstreamGradientStream);
+
+  std::vector<std::string> names = tc.backward.gradients;
+  if (names.empty())
+    for (const auto& g : family.gradients) names.push_back(g.schema.name);
+  std::vector<CaseResult> runs;
+  for (const auto& name : names) {
+    const auto* gradient = family.find_gradient(name);
+    if (!gradient) throw std::invalid_argument("family '" + tc.family + "' has no gradient '" + name + "'");
+    const auto t1 = Clock::now();
+    CaseResult r = base;
+    const auto axis_it = tc.backward.buckets.find(name);
+    r.testcase.bucket_axis = axis_it != tc.backward.buckets.end() ? axis_it->second : gradient->schema.bucket_axes.front();
+    GradientPair pair(r.testcase, family, *gradient, ref, prod, fixed, device, dy_seed, r.runtime);
+    auto ids = [gradient, axis = r.testcase.bucket_axis, &probe = tc.probe](at::IntArrayRef shape) {
+      return gradient->bucket_ids(axis, probe, shape);
+    };
+    try {
+      run_gates(r.testcase, family, out_format, pair, ids, device, options, t1, r);
+    } catch (const std::exception& e) {
+      throw std::runtime_error("gradient " + name + ": " + e.what());
+    }
+    if (!pair.structural().empty()) {
+      r.algebra.verdict = Verdict::fail;
+      r.algebra.reason = pair.structural();
+    } else if (r.algebra.verdict == Verdict::fail && pair.own_forward_discrepancy() >= 0) {
+      r.algebra.reason += pair.own_forward_discrepancy() > tc.gates.algebra_tolerance
+                              ? "; the production's backward is not the VJP of its own forward either (it differs from "
+                                "autograd of that forward by " + std::to_string(pair.own_forward_discrepancy()) +
+                                    "): a wrong backward"
+                              : "; the production's backward is the VJP of its own forward: the backward of a different function";
+    }
+    r.verdict = stats::worst(r.algebra.verdict, stats::worst(r.bias.verdict, r.variance.verdict));
+    r.runtime.seconds = seconds_since(t1);
+    GradientPoint p;
+    static_cast<SweepPoint&>(p) = point_of(name, "", r);
+    p.input = gradient->schema.input;
+    p.bucket_axis = r.testcase.bucket_axis;
+    p.reduces = gradient->schema.reduces;
+    p.reduction_size = gradient->reduction_size ? gradient->reduction_size(tc.probe) : 0;
+    p.shape = r.output_shape;
+    p.algebra_discrepancy = r.algebra.worst_discrepancy;
+    p.algebra_reason = r.algebra.reason;
+    p.own_forward_discrepancy = pair.own_forward_discrepancy();
+    base.gradients.push_back(std::move(p));
+    runs.push_back(std::move(r));
+  }
+  const auto worst_of = [&](auto verdict_of) {
+    std::size_t best = 0;
+    for (std::size_t i = 1; i < runs.size(); ++i)
+      if (severity(verdict_of(runs[i])) > severity(verdict_of(runs[best]))) best = i;
+    return best;
+  };
+  const auto a = worst_of([](const CaseResult& r) { return r.algebra.verdict; });
+  const auto b = worst_of([](const CaseResult& r) { return r.bias.verdict; });
+  const auto v = worst_of([](const CaseResult& r) { return r.variance.verdict; });
+  const auto o = worst_of([](const CaseResult& r) { return r.verdict; });
+  CaseResult out = std::move(base);
+  out.algebra = runs[a].algebra;
+  out.bias = runs[b].bias;
+  out.variance = runs[v].variance;
+  // Today's checks flag a backward when they flag any of its gradients (FlashAttention's tests
+  // apply their rule per gradient).
+  out.baselines = runs[o].baselines;
+  for (const auto& r : runs) {
+    for (auto [mine, theirs] : {std::pair{&out.baselines.assert_close, &r.baselines.assert_close},
+                                std::pair{&out.baselines.flash_attention, &r.baselines.flash_attention},
+                                std::pair{&out.baselines.dynamo_fp64, &r.baselines.dynamo_fp64}}) {
+      if (theirs->flagged && !mine->flagged) *mine = *theirs;
+    }
+  }
+  out.output_shape = runs[o].output_shape;
+  out.nonfinite = runs[b].nonfinite;
+  out.runtime.batch = runs[o].runtime.batch;
+  for (const auto& r : runs) {
+    out.replicates += r.replicates;
+    out.runtime.kernel_seconds += r.runtime.kernel_seconds;
+    out.runtime.draw_seconds += r.runtime.draw_seconds;
+    out.runtime.observe_seconds += r.runtime.observe_seconds;
+    out.runtime.stats_seconds += r.runtime.stats_seconds;
+  }
+  out.gradient_decided_by = {{"algebra", names[a]}, {"bias", names[b]}, {"variance", names[v]}, {"overall", names[o]}};
+  finish(out, t0);
+  return out;
+}
+
+// One probe setting: the case's direction.
+CaseResult run_setting(const contract::TestCase& tc, const kernels::Registry& registry, const RunOptions& options) {
+  return tc.direction == contract::Direction::backward ? run_backward(tc, registry, options)
+                                                       : run_forward(tc, registry, options);
 }
 
 }  // namespace

@@ -123,9 +123,15 @@ template <class A> void fields(A& a, SweepPoint& p) {
   a(p.name, p.probe_text, p.verdict, p.algebra, p.bias, p.variance, p.U, p.max_abs_z, p.max_ulp_effect, p.replicates,
     p.seconds, p.bias_reason, p.variance_reason);
 }
+template <class A> void fields(A& a, GradientPoint& p) {
+  fields(a, static_cast<SweepPoint&>(p));
+  a(p.input, p.bucket_axis, p.reduces, p.reduction_size, p.shape, p.algebra_discrepancy, p.algebra_reason,
+    p.own_forward_discrepancy);
+}
 template <class A> void outcome_fields(A& a, CaseResult& r) {
   a(r.verdict, r.algebra, r.bias, r.variance, r.replicates, r.nonfinite, r.baselines, r.torch_version, r.math_modes,
-    r.output_shape, r.output_format, r.runtime, r.unexpected, r.error, r.skipped, r.sweep, r.decided_by);
+    r.output_shape, r.output_format, r.runtime, r.unexpected, r.error, r.skipped, r.sweep, r.decided_by, r.gradients,
+    r.gradient_decided_by);
 }
 
 // The largest value of each enum a result holds: a value past it is refused, not cast.

@@ -27,6 +27,7 @@ FamilySchema Family::schema() const {
   s.bucket_axes = bucket_axes;
   s.probe_params = probe_params;
   s.validate_probe = validate_probe;
+  for (const auto& g : gradients) s.gradients.push_back(g.schema);
   for (const auto& [n, v] : variants) s.variants[n] = v.schema;
   return s;
 }

@@ -34,9 +34,23 @@ class KernelInputs {
 // the inputs' leading batch dimension.
 using KernelFn = std::function<torch::Tensor(const KernelInputs&, const numerics::Precision&, const ParamMap&)>;
 
+// Gradients by input name (a VJP's result).
+using Gradients = std::map<std::string, torch::Tensor>;
+
+// An explicit backward: the VJP dyᵀ·∂f/∂input for each input named in `wrt`, written as a policy
+// function with round_w where the real kernel rounds (a fused backward's dW partials, a
+// recomputed activation). Under the exact policy it must compute the fp64 VJP of the variant's
+// own real function. An input whose gradient the kernel does not produce maps to an undefined
+// tensor (a missing gradient: the algebra gate fails it).
+using BackwardFn = std::function<Gradients(const KernelInputs&, const numerics::Precision&, const ParamMap&,
+                                           const torch::Tensor& dy, const std::vector<std::string>& wrt)>;
+
 struct Variant {
   VariantSchema schema;  // name, version, description, parameters
   KernelFn fn;
+  // Empty: the backward is autograd through `fn` under the same policy (kernels/vjp.hpp), the
+  // eager reference's backward.
+  BackwardFn backward;
   // Why this build cannot run the variant (a kernel that only a newer LibTorch has), or
   // empty. A case naming such a variant still loads and validates; the run skips it with
   // this reason, and the result says SKIP, never PASS.
@@ -47,7 +61,7 @@ struct Variant {
 inline constexpr const char* kBuiltinVersion = "kcert-builtin/1";
 
 inline Variant builtin_variant(std::string name, std::string description, std::vector<ParamSpec> params, KernelFn fn) {
-  return Variant{VariantSchema{std::move(name), kBuiltinVersion, std::move(description), std::move(params)}, std::move(fn), {}};
+  return Variant{VariantSchema{std::move(name), kBuiltinVersion, std::move(description), std::move(params)}, std::move(fn), {}, {}};
 }
 
 struct Family {
@@ -75,6 +89,20 @@ struct Family {
   // the working precision cannot resolve is not a precision error. Selection flips are
   // counted and tested apart (gates::SelectionFlips).
   bool selects = false;
+  // The gradients its backward can be certified on, each with the bucket of every element of
+  // one replicate's gradient (shape without the batch dimension; as bucket_ids above) and the
+  // reduction size N of the claim (tokens a weight's gradient sums over; 0 for dx).
+  struct Gradient {
+    GradientSchema schema;
+    std::function<torch::Tensor(const std::string& axis, const ProbeContract&, at::IntArrayRef shape)> bucket_ids;
+    std::function<std::int64_t(const ProbeContract&)> reduction_size;
+  };
+  std::vector<Gradient> gradients;
+  const Gradient* find_gradient(const std::string& name) const {
+    for (const auto& g : gradients)
+      if (g.schema.name == name) return &g;
+    return nullptr;
+  }
 
   FamilySchema schema() const;
 };

@@ -113,10 +113,23 @@ struct VariantSchema {
   std::string origin = "builtin";  // or the plugin's name; its version is then recorded as is
 };
 
+// A gradient a family's backward can be certified on (issue 31): the VJP with respect to one
+// named input. `reduces` names what the gradient sums over within one replicate (a weight's
+// gradient sums over the replicate's tokens: the reduction size N is part of the claim), empty
+// for a gradient with the input's own shape per replicate (dx).
+struct GradientSchema {
+  std::string name;                      // dx, dw, ...
+  std::string input;                     // the input it differentiates with respect to
+  std::vector<std::string> bucket_axes;  // the first is the default
+  std::string reduces;                   // e.g. "tokens"; "" for a per-replicate input's gradient
+  std::string description;
+};
+
 struct FamilySchema {
   std::string name;
   std::string description;
   std::vector<std::string> bucket_axes;   // the first is the default
+  std::vector<GradientSchema> gradients;  // empty: the family has no backward yet
   std::vector<ParamSpec> probe_params;    // dotted names under probe:
   std::map<std::string, VariantSchema> variants;
   // Checks the contract as a whole ("impossible shapes"); nullopt when it is fine.

@@ -42,4 +42,13 @@ Gradients autograd_vjp(const KernelFn& fn, const KernelInputs& inputs, const std
   return out;
 }
 
+Gradients variant_vjp(const Variant& variant, const KernelInputs& inputs, const std::vector<std::string>& wrt,
+                      const numerics::Precision& policy, const ParamMap& params, const torch::Tensor& dy) {
+  if (!variant.backward) return autograd_vjp(variant.fn, inputs, wrt, policy, params, dy);
+  torch::NoGradGuard no_grad;  // a hand-written VJP is plain arithmetic
+  auto out = variant.backward(inputs, policy, params, dy, wrt);
+  for (const auto& name : wrt) out.try_emplace(name, torch::Tensor());
+  return out;
+}
+
 }  // namespace kcert::kernels

@@ -8,7 +8,7 @@
 //
 // Policy operations that are not differentiable in ATen (bit-level truncation, TF32 operand
 // rounding) give no gradient through them; a variant that uses them needs an explicit
-// backward (not built yet).
+// backward (Variant::backward).
 #include <map>
 #include <string>
 #include <vector>
@@ -17,10 +17,9 @@
 
 namespace kcert::kernels {
 
-// Gradients by input name. A name whose gradient autograd does not reach (the output does not
-// depend on it) maps to an undefined tensor: the caller judges a missing gradient (an algebra
-// FAIL with its own message), it is not an exception here.
-using Gradients = std::map<std::string, torch::Tensor>;
+// Gradients (registry.hpp) by input name. A name whose gradient autograd does not reach (the
+// output does not depend on it) maps to an undefined tensor: the caller judges a missing
+// gradient (an algebra FAIL with its own message), it is not an exception here.
 
 // Runs `fn` with grad mode on, the inputs named in `wrt` as leaves that require grad (copies:
 // the caller's tensors are untouched), and returns the VJP against `dy`. Throws
@@ -28,5 +27,14 @@ using Gradients = std::map<std::string, torch::Tensor>;
 // or when dy's shape differs from the output's; the message names what.
 Gradients autograd_vjp(const KernelFn& fn, const KernelInputs& inputs, const std::vector<std::string>& wrt,
                        const numerics::Precision& policy, const ParamMap& params, const torch::Tensor& dy);
+
+}  // namespace kcert::kernels
+
+namespace kcert::kernels {
+
+// The variant's backward: its explicit one when it declares one, else autograd through its
+// forward (autograd_vjp).
+Gradients variant_vjp(const Variant& variant, const KernelInputs& inputs, const std::vector<std::string>& wrt,
+                      const numerics::Precision& policy, const ParamMap& params, const torch::Tensor& dy);
 
 }  // namespace kcert::kernels

@@ -272,6 +272,31 @@ nlohmann::json to_json(const engine::CaseResult& r) {
   } else {
     j["sweep"] = nullptr;
   }
+  // What the case certifies (issue 31). A backward case: the dy probe, every gradient's
+  // outcome and which gradient decided each gate; the gate results above are the deciding
+  // gradients'.
+  j["direction"] = std::string(contract::to_string(tc.direction));
+  if (tc.direction == contract::Direction::backward) {
+    nlohmann::json grads = nlohmann::json::array();
+    for (const auto& g : r.gradients) {
+      grads.push_back({{"name", g.name}, {"input", g.input}, {"verdict", verdict(g.verdict)},
+                       {"algebra", verdict(g.algebra)}, {"bias", verdict(g.bias)}, {"variance", verdict(g.variance)},
+                       {"bucket_axis", g.bucket_axis}, {"reduces", g.reduces}, {"reduction_size", g.reduction_size},
+                       {"shape", g.shape}, {"U", json_number(g.U)}, {"max_abs_z", json_number(g.max_abs_z)},
+                       {"max_ulp_effect", json_number(g.max_ulp_effect)}, {"replicates", g.replicates},
+                       {"seconds", g.seconds}, {"algebra_discrepancy", json_number(g.algebra_discrepancy)},
+                       {"own_forward_discrepancy", g.own_forward_discrepancy < 0 ? nlohmann::json(nullptr)
+                                                                                 : json_number(g.own_forward_discrepancy)},
+                       {"algebra_reason", g.algebra_reason}, {"bias_reason", g.bias_reason},
+                       {"variance_reason", g.variance_reason}});
+    }
+    const auto& bw = tc.backward;
+    j["backward"] = {{"dy", {{"kind", bw.dy_kind}, {"shift", json_number(bw.dy_shift)}, {"scale", json_number(bw.dy_scale)}}},
+                     {"gradients", grads},
+                     {"decided_by", r.gradient_decided_by}};
+  } else {
+    j["backward"] = nullptr;
+  }
   const auto& p = tc.probe;
   j["probe"] = {{"dtype", std::string(stats::traits(p.dtype).name)}, {"seed", p.seed}, {"shift", json_number(p.shift)},
                 {"scale", json_number(p.scale)},

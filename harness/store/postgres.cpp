@@ -330,6 +330,21 @@ bool ResultStore::store_result(const nlohmann::json& run, const nlohmann::json& 
         }
       }
     }
+    // A backward result (schema/007): one row per gradient. JSON's json_number writes a
+    // non-finite U as a string; finite() maps it to NULL as for the result's own U.
+    if (r.contains("backward") && r.at("backward").is_object()) {
+      for (const auto& g : r.at("backward").value("gradients", nlohmann::json::array())) {
+        pq::exec_params(w,
+            "INSERT INTO result_gradient (result_id, gradient, input, bucket_axis, reduction_size, verdict, algebra_verdict, "
+            " bias_verdict, variance_verdict, variance_u, max_abs_z) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, "
+            " $10::double precision, $11::double precision) ON CONFLICT DO NOTHING",
+            result_id, g.at("name").get<std::string>(), g.at("input").get<std::string>(),
+            g.at("bucket_axis").get<std::string>(), g.at("reduction_size").get<long long>(),
+            g.at("verdict").get<std::string>(), g.at("algebra").get<std::string>(), g.at("bias").get<std::string>(),
+            g.at("variance").get<std::string>(), finite(g.value("U", nlohmann::json())).c(),
+            finite(g.value("max_abs_z", nlohmann::json())).c());
+      }
+    }
     if (!tail.empty()) {
       const auto& kh = tail.value("khat", nlohmann::json::object());
       const auto pick = [&](const char* k) { return tail.contains(k) ? number(tail.at(k)) : null(); };

@@ -23,6 +23,7 @@ using contract::Attestation;
 using contract::Expectation;
 using contract::GateSettings;
 using contract::KernelChoice;
+using contract::Direction;
 using contract::Kind;
 
 
@@ -440,10 +441,84 @@ void read_probe(const Reader& r, const YAML::Node& node, const kernels::FamilySc
   }
 }
 
+// `direction:` and `backward:` (issue 31): what the case certifies, and for the backward the
+// upstream-gradient probe dy and the gradients with their bucket axes.
+void read_direction(const Reader& r, const YAML::Node& doc, const kernels::FamilySchema& family, TestCase& tc) {
+  if (const auto d = doc["direction"]) {
+    const auto s = r.string(d, "direction");
+    if (s == "forward") tc.direction = Direction::forward;
+    else if (s == "backward") tc.direction = Direction::backward;
+    else r.fail(d, "direction", "expected forward (the outputs) or backward (the gradients), got '" + s + "'");
+  }
+  const auto b = doc["backward"];
+  if (tc.direction == Direction::forward) {
+    if (b) r.fail(b, "backward", "only a case with `direction: backward` has a backward probe");
+    return;
+  }
+  if (family.gradients.empty()) {
+    r.fail(doc["direction"], "direction", "family '" + family.name + "' has no backward yet (kcert list shows which families have one)");
+  }
+  std::string names;
+  for (const auto& g : family.gradients) names += (names.empty() ? "" : ", ") + g.name;
+  const auto find = [&](const std::string& name) -> const kernels::GradientSchema* {
+    for (const auto& g : family.gradients)
+      if (g.name == name) return &g;
+    return nullptr;
+  };
+  if (!b) return;
+  r.check_keys(b, "backward", {"dy", "gradients", "buckets"});
+  if (const auto dy = b["dy"]) {
+    r.check_keys(dy, "backward.dy", {"kind", "shift", "scale"});
+    if (dy["kind"]) {
+      tc.backward.dy_kind = r.string(dy["kind"], "backward.dy.kind");
+      if (tc.backward.dy_kind != "shifted" && tc.backward.dy_kind != "self_correlated" && tc.backward.dy_kind != "zero_mean")
+        r.fail(dy["kind"], "backward.dy.kind",
+               "expected shifted, self_correlated or zero_mean, got '" + tc.backward.dy_kind + "' (dy = ones is not offered: it hides per-row scaling defects)");
+    }
+    if (dy["shift"]) {
+      if (tc.backward.dy_kind != "shifted") r.fail(dy["shift"], "backward.dy.shift", "only the shifted kind has a shift");
+      tc.backward.dy_shift = r.number(dy["shift"], "backward.dy.shift");
+      if (std::abs(tc.backward.dy_shift) > 1e6) r.fail(dy["shift"], "backward.dy.shift", "expected |shift| <= 1e6");
+    }
+    if (tc.backward.dy_kind == "zero_mean") tc.backward.dy_shift = 0.0;
+    if (dy["scale"]) {
+      tc.backward.dy_scale = r.positive_number(dy["scale"], "backward.dy.scale");
+      if (tc.backward.dy_scale > 1e6) r.fail(dy["scale"], "backward.dy.scale", "expected a scale <= 1e6");
+    }
+  }
+  if (const auto g = b["gradients"]) {
+    tc.backward.gradients = r.string_list(g, "backward.gradients");
+    if (tc.backward.gradients.empty()) r.fail(g, "backward.gradients", "expected at least one gradient (" + names + ")");
+    for (std::size_t i = 0; i < tc.backward.gradients.size(); ++i) {
+      const auto& n = tc.backward.gradients[i];
+      const auto field = "backward.gradients[" + std::to_string(i) + "]";
+      if (!find(n)) r.fail(g[i], field, "family '" + family.name + "' has no gradient '" + n + "' (available: " + names + ")");
+      if (std::count(tc.backward.gradients.begin(), tc.backward.gradients.end(), n) > 1)
+        r.fail(g[i], field, "'" + n + "' is listed twice");
+    }
+  }
+  if (const auto bk = b["buckets"]) {
+    r.require_map(bk, "backward.buckets");
+    for (const auto& kv : bk) {
+      const auto name = kv.first.as<std::string>();
+      const auto field = "backward.buckets." + name;
+      const auto* gs = find(name);
+      if (!gs) r.fail(kv.first, field, "family '" + family.name + "' has no gradient '" + name + "' (available: " + names + ")");
+      const auto axis = r.string(kv.second, field);
+      if (std::find(gs->bucket_axes.begin(), gs->bucket_axes.end(), axis) == gs->bucket_axes.end()) {
+        std::string list;
+        for (const auto& a : gs->bucket_axes) list += (list.empty() ? "" : ", ") + a;
+        r.fail(kv.second, field, "gradient '" + name + "' has no bucket axis '" + axis + "' (available: " + list + ")");
+      }
+      tc.backward.buckets[name] = axis;
+    }
+  }
+}
+
 TestCase read_document(const Reader& r, YAML::Node doc, const FamilySchemas& families, const std::string& profile) {
   r.check_keys(doc, "", {"schema", "id", "kind", "family", "mechanism", "references", "reference", "production", "probe",
                           "buckets", "gates", "expected", "expected_on", "attestation", "profiles", "plugins", "math_modes",
-                          "sweep"});
+                          "sweep", "direction", "backward"});
   TestCase tc;
   tc.source = r.source();
   if (!doc["schema"]) r.fail(doc, "schema", "required: the schema version, 1");
@@ -496,6 +571,7 @@ TestCase read_document(const Reader& r, YAML::Node doc, const FamilySchemas& fam
       r.fail(doc["buckets"], "buckets", "family '" + family.name + "' has no bucket axis '" + tc.bucket_axis + "' (available: " + list + ")");
     }
   }
+  read_direction(r, doc, family, tc);
   read_gates(r, doc["gates"], tc.gates);
   const auto read_expectation = [&](const YAML::Node& e, const std::string& at) {
     Expectation x;

@@ -306,3 +306,59 @@ TEST_CASE("a swept case shows each gate's worst setting and names it", "[engine]
   CHECK(r.replicates == r.sweep[0].replicates + r.sweep[1].replicates);
   CHECK(r.testcase.probe.shift == 0.5);  // the contract's probe, as loaded
 }
+
+namespace {
+
+kcert::contract::TestCase backward_case(const kcert::kernels::Registry& registry, const std::string& ref,
+                                        const std::string& prod, const std::string& backward) {
+  kcert::testcase::FamilySchemas schemas;
+  schemas.emplace("rmsnorm", registry.family("rmsnorm").schema());
+  const std::string yaml = "schema: 1\nid: bw\nkind: negative\nfamily: rmsnorm\nmechanism: m\nreferences: []\n"
+                           "direction: backward\n"
+                           "reference: {variant: " + ref + "}\nproduction: {variant: " + prod + "}\n"
+                           "probe: {dtype: bf16, seed: 5, shape: {tokens: 64, hidden: 32}}\n" + backward +
+                           "gates: {replicates: 32, max_replicates: 32, algebra: {replicates: 2}}\n";
+  return kcert::testcase::parse_testcase(yaml, "bw.yaml", schemas);
+}
+
+}  // namespace
+
+TEST_CASE("a backward case runs the gates on every gradient and names the one that decided", "[engine][backward]") {
+  const auto registry = builtin_registry();
+  SECTION("a missing dW is a structural algebra FAIL on dw; dx passes") {
+    const auto tc = backward_case(registry, "llama", "missing_dw", "");
+    const auto r = kcert::engine::run_case(tc, registry, {});
+    REQUIRE(r.gradients.size() == 2);
+    CHECK(r.gradients[0].name == "dx");
+    CHECK(r.gradients[0].algebra == Verdict::pass);
+    CHECK(r.gradients[1].name == "dw");
+    CHECK(r.gradients[1].algebra == Verdict::fail);
+    CHECK(r.gradients[1].reduction_size == 64);
+    CHECK(r.gradients[1].bucket_axis == "element");
+    CHECK(r.gradients[1].shape == std::vector<std::int64_t>{32});
+    CHECK(r.algebra.verdict == Verdict::fail);
+    CHECK_THAT(r.algebra.reason, Catch::Contains("no gradient for w (dw)"));
+    CHECK(r.gradient_decided_by.at("algebra") == "dw");
+    const auto j = kcert::store::to_json(r);
+    CHECK(j.at("direction") == "backward");
+    CHECK(j.at("backward").at("gradients").size() == 2);
+    CHECK(j.at("backward").at("decided_by").at("algebra") == "dw");
+  }
+  SECTION("the same pair on one gradient only; a production identical to the reference passes bit for bit") {
+    const auto tc = backward_case(registry, "llama", "llama", "backward: {gradients: [dw]}\n");
+    const auto r = kcert::engine::run_case(tc, registry, {});
+    REQUIRE(r.gradients.size() == 1);
+    CHECK(r.verdict == Verdict::pass);
+    CHECK(r.bias.verdict == Verdict::pass);
+    CHECK(r.gradients[0].max_abs_z == 0.0);
+  }
+  SECTION("the dy probe is the same bits for any batch size") {
+    const auto tc = backward_case(registry, "llama", "liger_block_dw_bf16", "backward: {gradients: [dw]}\n");
+    kcert::engine::RunOptions a, b;
+    a.batch = 1;
+    b.batch = 7;
+    const auto ra = kcert::engine::run_case(tc, registry, a), rb = kcert::engine::run_case(tc, registry, b);
+    CHECK(ra.gradients[0].max_abs_z == rb.gradients[0].max_abs_z);
+    CHECK(ra.variance.tail.U == rb.variance.tail.U);
+  }
+}

@@ -130,3 +130,48 @@ TEST_CASE("autograd VJP names what is wrong and reports an unreached gradient as
   CHECK(g.at("x").defined());
   CHECK_FALSE(g.at("unused").defined());
 }
+
+TEST_CASE("explicit RMSNorm backwards under the exact policy are the fp64 VJP of their forward (finite differences)",
+          "[kernels][backward]") {
+  // Every replayed fused backward must, at fp64, compute its own function's VJP: the roundings
+  // it replays are the only difference from the reference (the oracle's premise). missing_dw
+  // gives no dW by design (BN7).
+  for (const std::string name : {"liger_rowwise", "liger_block_dw_bf16", "saved_rstd_in_w", "dw_bf16_accumulator",
+                                 "te_zero_centered_gamma", "missing_dw"}) {
+    CAPTURE(name);
+    const auto& v = registry().variant("rmsnorm", name);
+    REQUIRE(v.backward);
+    const auto params = defaults(v);
+    const auto in = rmsnorm_inputs(torch::kFloat64);
+    const auto dy = torch::randn({1, 3, 8}, torch::kFloat64);
+    const auto g = kcert::kernels::variant_vjp(v, in, {"x", "w"}, Precision::exact(), params, dy);
+    for (const std::string input : {"x", "w"}) {
+      CAPTURE(input);
+      if (name == "missing_dw" && input == "w") {
+        CHECK_FALSE(g.at("w").defined());
+        continue;
+      }
+      REQUIRE(g.at(input).defined());
+      CHECK(g.at(input).sizes() == in.at(input).sizes());
+      const auto fd = finite_difference_vjp(v, in, input, params, dy, 1e-6);
+      CHECK((g.at(input) - fd).abs().max().item<double>() <= 1e-7 * fd.abs().max().item<double>());
+    }
+  }
+}
+
+TEST_CASE("explicit RMSNorm backwards at bf16 round where the replayed kernel does", "[kernels][backward]") {
+  const auto bf16 = Precision::working(kcert::stats::FloatFormat::bf16);
+  const auto in = rmsnorm_inputs(torch::kBFloat16);
+  const auto dy = torch::randn({1, 3, 8}, torch::kFloat64).to(torch::kBFloat16);
+  const auto grads = [&](const std::string& name) {
+    const auto& v = registry().variant("rmsnorm", name);
+    return kcert::kernels::variant_vjp(v, in, {"x", "w"}, bf16, defaults(v), dy);
+  };
+  const auto rowwise = grads("liger_rowwise");
+  CHECK(rowwise.at("x").scalar_type() == torch::kBFloat16);
+  CHECK(rowwise.at("w").scalar_type() == torch::kBFloat16);
+  // dx is the same formula in the three row-wise replays; dW differs only where they round.
+  CHECK(torch::equal(grads("liger_block_dw_bf16").at("x"), rowwise.at("x")));
+  CHECK(torch::equal(grads("dw_bf16_accumulator").at("x"), rowwise.at("x")));
+  CHECK_FALSE(torch::equal(grads("saved_rstd_in_w").at("x"), rowwise.at("x")));
+}

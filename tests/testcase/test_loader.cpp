@@ -319,3 +319,47 @@ TEST_CASE("a malformed sweep names its file, line and field", "[loader][sweep]")
                     Catch::Contains("case.yaml:15:39: probe.shape.tokens") && Catch::Contains("(in sweep setting 'a')"));
   CHECK_THROWS_WITH(parse(with("sweep:\n  - {name: a, probe: {}}")), Catch::Contains("sweep[0].probe: expected at least one"));
 }
+
+TEST_CASE("direction: backward reads the dy probe, the gradients and their buckets", "[loader][backward]") {
+  const auto with = [](const std::string& text) {
+    return edit("expected: {algebra: PASS, bias: [WARN, FAIL]}", text + "\nexpected: {algebra: PASS, bias: [WARN, FAIL]}");
+  };
+  const auto forward = parse(kValid);
+  CHECK(forward.direction == kcert::contract::Direction::forward);
+  const auto defaults = parse(with("direction: backward"));
+  CHECK(defaults.direction == kcert::contract::Direction::backward);
+  CHECK(defaults.backward.dy_kind == "shifted");
+  CHECK(defaults.backward.dy_shift == 0.5);
+  CHECK(defaults.backward.gradients.empty());  // every one the family declares
+  const auto full = parse(with("direction: backward\nbackward:\n  dy: {kind: self_correlated, scale: 2.0}\n"
+                               "  gradients: [dw, dx]\n  buckets: {dx: row}"));
+  CHECK(full.backward.dy_kind == "self_correlated");
+  CHECK(full.backward.dy_scale == 2.0);
+  CHECK(full.backward.gradients == std::vector<std::string>{"dw", "dx"});
+  CHECK(full.backward.buckets.at("dx") == "row");
+  const auto zero = parse(with("direction: backward\nbackward: {dy: {kind: zero_mean}}"));
+  CHECK(zero.backward.dy_shift == 0.0);
+}
+
+TEST_CASE("a malformed backward names its file, line, field and what was expected", "[loader][backward]") {
+  const auto with = [](const std::string& text) {
+    return edit("expected: {algebra: PASS, bias: [WARN, FAIL]}", text + "\nexpected: {algebra: PASS, bias: [WARN, FAIL]}");
+  };
+  CHECK_THROWS_WITH(parse(with("direction: sideways")),
+                    Catch::Contains("case.yaml:14:12: direction: expected forward (the outputs) or backward"));
+  CHECK_THROWS_WITH(parse(with("backward: {dy: {kind: shifted}}")),
+                    Catch::Contains("backward: only a case with `direction: backward` has a backward probe"));
+  CHECK_THROWS_WITH(parse(with("direction: backward\nbackward: {dy: {kind: ones}}")),
+                    Catch::Contains("backward.dy.kind: expected shifted, self_correlated or zero_mean, got 'ones'"));
+  CHECK_THROWS_WITH(parse(with("direction: backward\nbackward: {dy: {kind: zero_mean, shift: 1.0}}")),
+                    Catch::Contains("backward.dy.shift: only the shifted kind has a shift"));
+  CHECK_THROWS_WITH(parse(with("direction: backward\nbackward: {dy: {scale: 0}}")),
+                    Catch::Contains("backward.dy.scale: expected a positive number"));
+  CHECK_THROWS_WITH(parse(with("direction: backward\nbackward: {gradients: [db]}")),
+                    Catch::Contains("backward.gradients[0]: family 'rmsnorm' has no gradient 'db' (available: dx, dw)"));
+  CHECK_THROWS_WITH(parse(with("direction: backward\nbackward: {gradients: [dx, dx]}")),
+                    Catch::Contains("'dx' is listed twice"));
+  CHECK_THROWS_WITH(parse(with("direction: backward\nbackward: {buckets: {dw: channel}}")),
+                    Catch::Contains("backward.buckets.dw: gradient 'dw' has no bucket axis 'channel' (available: element)"));
+  CHECK_THROWS_WITH(parse(with("direction: backward\nbackward: {dY: {}}")), Catch::Contains("backward.dY: unknown key"));
+}
