@@ -4,6 +4,9 @@
 //
 // Inputs: x [B, tokens, channels] per replicate (pre-activations; the catalog's probes use
 // scale 3). Output like x. Bucket axes: channel (default), row.
+//
+// Backward (issue 31): the gradient dx, buckets as the output. Autograd of each forward,
+// except the explicit backwards replaying a sigmoid / SiLU backward kernel (BN24, BP13).
 #include <cmath>
 
 #include "harness/kernels/probe.hpp"
@@ -27,8 +30,58 @@ torch::Tensor gelu_tanh_formula(const torch::Tensor& u) {
   return 0.5 * u * (1.0 + torch::tanh(k * (u + 0.044715 * u * u * u)));
 }
 
-std::vector<Variant> activation_variants() {
+// An explicit elementwise backward: dx = dy · f'(x), f' from `derivative` on the fp32 input
+// and the policy; one rounding at the store.
+Variant with_backward(Variant v, std::function<torch::Tensor(const torch::Tensor& u, const Precision&)> derivative) {
+  v.backward = [derivative](const KernelInputs& in, const Precision& p, const ParamMap&, const torch::Tensor& dy,
+                            const std::vector<std::string>& wrt) {
+    Gradients g;
+    for (const auto& name : wrt)
+      if (name == "x") g["x"] = p.round_w(p.up(dy) * derivative(p.up(in.at("x")), p));
+    return g;
+  };
+  return v;
+}
+
+torch::Tensor sigmoid_fp32(const KernelInputs& in, const Precision& p, const ParamMap&) {
+  return p.round_w(torch::sigmoid(p.up(in.at("x"))));
+}
+
+std::vector<Variant> backward_variants() {
   std::vector<Variant> v;
+  v.push_back(with_backward(
+      variant("sigmoid_bwd_from_w_output",
+              "sigmoid whose backward forms s·(1 - s) from the output saved in W: once s rounds to 1 (x > 6.25 in "
+              "bf16) the gradient is exactly 0 (BN24: tenstorrent/tt-metal#55727)",
+              sigmoid_fp32),
+      [](const torch::Tensor& u, const Precision& p) {
+        const auto s = p.up(p.round_w(torch::sigmoid(u)));
+        return s * (1.0 - s);
+      }));
+  v.push_back(with_backward(
+      variant("sigmoid_bwd_symmetric",
+              "sigmoid whose backward is sigmoid(x)·sigmoid(-x) in fp32: no cancellation in the tails (the "
+              "tt-metal#55727 fix)",
+              sigmoid_fp32),
+      [](const torch::Tensor& u, const Precision&) { return torch::sigmoid(u) * torch::sigmoid(-u); }));
+  v.push_back(with_backward(
+      variant("silu_bwd_kernel_fp32",
+              "SiLU with a fused backward kernel: s·(1 + x·(1 - s)) in fp32, one rounding (BP13: tt-metal#25263's "
+              "SiLU backward kernel against the composite)",
+              [](const KernelInputs& in, const Precision& p, const ParamMap&) {
+                const auto u = p.up(in.at("x"));
+                return p.round_w(u * torch::sigmoid(u));
+              }),
+      [](const torch::Tensor& u, const Precision&) {
+        const auto s = torch::sigmoid(u);
+        return s * (1.0 + u * (1.0 - s));
+      }));
+  return v;
+}
+
+std::vector<Variant> activation_variants() {
+  std::vector<Variant> v = backward_variants();
+  v.push_back(variant("sigmoid_fp32", "sigmoid on the upcast input, one rounding (a sigmoid gate or router)", sigmoid_fp32));
   v.push_back(variant("gelu_erf_aten_fp32", "ATen's exact (erf) GELU kernel on the upcast input, one rounding",
                       [](const KernelInputs& in, const Precision& p, const ParamMap&) {
                         return p.round_w(at::gelu(p.up(in.at("x"))));
@@ -90,7 +143,7 @@ std::vector<Variant> activation_variants() {
 void register_activation_family(Registry& registry) {
   Family f;
   f.name = "activation";
-  f.description = "elementwise activation (GELU, SiLU): x [tokens, channels]";
+  f.description = "elementwise activation (GELU, SiLU, sigmoid): x [tokens, channels]";
   f.bucket_axes = {"channel", "row"};
   f.probe_params = {
       param::integer("shape.tokens", 512).at_least(1).doc("tokens per replicate"),
@@ -104,6 +157,13 @@ void register_activation_family(Registry& registry) {
   f.bucket_ids = [](const std::string& axis, const ProbeContract&, at::IntArrayRef shape) {
     return token_channel_bucket_ids(axis, shape);
   };
+  Family::Gradient dx;
+  dx.schema = {"dx", "x", {"channel", "row"}, "", "gradient of the pre-activation, per token and channel"};
+  dx.bucket_ids = [](const std::string& axis, const ProbeContract&, at::IntArrayRef shape) {
+    return token_channel_bucket_ids(axis, shape);
+  };
+  dx.reduction_size = [](const ProbeContract&) -> std::int64_t { return 0; };
+  f.gradients = {std::move(dx)};
   for (auto& v : activation_variants()) f.variants.emplace(v.schema.name, std::move(v));
   registry.add_family(std::move(f));
 }

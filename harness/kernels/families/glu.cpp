@@ -3,6 +3,11 @@
 //
 // Inputs: x [B, tokens, hidden] per replicate; Wg, Wu [intermediate, hidden] fixed.
 // Output [B, tokens, intermediate]. Bucket axes: channel (intermediate unit, the default), row.
+//
+// Backward (issue 31): gradients dx (buckets channel = hidden unit, row), dwg and dwu (per
+// output row = intermediate unit, or per input column; they sum over the replicate's tokens).
+// Autograd of each forward, except the explicit backwards replaying a fused dSwiGLU epilogue
+// (BP13) and unsloth's swapped buffers (BN23).
 #include <cmath>
 
 #include "harness/kernels/probe.hpp"
@@ -29,8 +34,52 @@ torch::Tensor silu_then_mul(const torch::Tensor& g, const torch::Tensor& u, cons
   return p.round_w(p.up(a) * p.up(u));
 }
 
+torch::Tensor fused_act_mul(const KernelInputs& in, const Precision& p, const ParamMap&) {
+  const auto g = project(in.at("x"), in.at("Wg"), p), u = project(in.at("x"), in.at("Wu"), p);
+  return p.round_w(torch::silu(p.up(g)) * p.up(u));
+}
+
+// The backward of h = silu(g)·u with g = x Wgᵀ, u = x Wuᵀ, as a fused kernel runs it: the
+// dSwiGLU epilogue writes dg = dy·u·silu'(g) and du = dy·silu(g) to W, then one dgrad GEMM
+// dx = [dg du]·[Wg; Wu] and the wgrad GEMMs dWg = dgᵀx, dWu = duᵀx, fp32 accumulation and one
+// rounding each. `swapped`: unsloth's wrong buffers (each written into the other's).
+Gradients fused_dswiglu_backward(bool swapped, const KernelInputs& in, const Precision& p, const torch::Tensor& dy,
+                                 const std::vector<std::string>& wrt) {
+  const auto x = p.up(in.at("x")), wg = p.up(in.at("Wg")), wu = p.up(in.at("Wu"));
+  const auto g = p.up(project(in.at("x"), in.at("Wg"), p)), u = p.up(project(in.at("x"), in.at("Wu"), p));
+  const auto d = p.up(dy);
+  const auto s = torch::sigmoid(g);
+  auto dg = p.up(p.round_w(d * u * s * (1.0 + g * (1.0 - s))));
+  auto du = p.up(p.round_w(d * g * s));
+  if (swapped) std::swap(dg, du);
+  // Weight gradients sum over every leading (token) position: [I, H].
+  const auto flat = [](const torch::Tensor& t) { return t.reshape({-1, t.size(-1)}); };
+  Gradients out;
+  for (const auto& name : wrt) {
+    if (name == "x") out["x"] = p.round_w(torch::matmul(dg, wg) + torch::matmul(du, wu));
+    if (name == "Wg") out["Wg"] = p.round_w(torch::matmul(flat(dg).t(), flat(x)));
+    if (name == "Wu") out["Wu"] = p.round_w(torch::matmul(flat(du).t(), flat(x)));
+  }
+  return out;
+}
+
+Variant with_backward(std::string name, std::string description, bool swapped) {
+  auto v = variant(std::move(name), std::move(description), fused_act_mul);
+  v.backward = [swapped](const KernelInputs& in, const Precision& p, const ParamMap&, const torch::Tensor& dy,
+                         const std::vector<std::string>& wrt) { return fused_dswiglu_backward(swapped, in, p, dy, wrt); };
+  return v;
+}
+
 std::vector<Variant> glu_variants() {
   std::vector<Variant> v;
+  v.push_back(with_backward("fused_dswiglu_dgrad",
+                            "fused_act_mul_fp32's forward; backward by a fused dSwiGLU epilogue (dg, du rounded to W) "
+                            "and one dgrad GEMM over [Wg; Wu] (BP13: cudnn-frontend#609)",
+                            false));
+  v.push_back(with_backward("swiglu_bwd_wrong_buffers",
+                            "as fused_dswiglu_dgrad, with dg and du written into each other's buffer (BN23: "
+                            "unsloth#3314)",
+                            true));
   v.push_back(variant("llama_separate",
                       "Llama MLP: separate gate and up projections, silu rounded to W, then a W multiply",
                       [](const KernelInputs& in, const Precision& p, const ParamMap&) {
@@ -55,10 +104,7 @@ std::vector<Variant> glu_variants() {
                       }));
   v.push_back(variant("fused_act_mul_fp32",
                       "fused GLU epilogue: silu(g)·u in fp32 and one rounding (G3: mistral.rs#1867, TE#717)",
-                      [](const KernelInputs& in, const Precision& p, const ParamMap&) {
-                        const auto g = project(in.at("x"), in.at("Wg"), p), u = project(in.at("x"), in.at("Wu"), p);
-                        return p.round_w(torch::silu(p.up(g)) * p.up(u));
-                      }));
+                      fused_act_mul));
   return v;
 }
 
@@ -93,6 +139,26 @@ void register_glu_family(Registry& registry) {
   f.bucket_ids = [](const std::string& axis, const ProbeContract&, at::IntArrayRef shape) {
     return token_channel_bucket_ids(axis, shape);
   };
+  Family::Gradient dx;
+  dx.schema = {"dx", "x", {"channel", "row"}, "", "gradient of the input, per token and hidden unit"};
+  dx.bucket_ids = [](const std::string& axis, const ProbeContract&, at::IntArrayRef shape) {
+    return token_channel_bucket_ids(axis, shape);
+  };
+  dx.reduction_size = [](const ProbeContract&) -> std::int64_t { return 0; };
+  f.gradients.push_back(std::move(dx));
+  for (const auto& [name, input] : {std::pair{"dwg", "Wg"}, std::pair{"dwu", "Wu"}}) {
+    Family::Gradient dw;
+    dw.schema = {name, input, {"row", "column"}, "tokens",
+                 std::string("gradient of ") + input + " [intermediate, hidden]: per output row (intermediate unit) or input column"};
+    // row: the bucket of element (i, h) is i; column: h.
+    dw.bucket_ids = [](const std::string& axis, const ProbeContract&, at::IntArrayRef shape) {
+      const auto rows = shape[0], cols = shape[1];
+      return axis == "column" ? torch::arange(cols, torch::kInt64).expand({rows, cols}).contiguous()
+                              : torch::arange(rows, torch::kInt64).unsqueeze(1).expand({rows, cols}).contiguous();
+    };
+    dw.reduction_size = [](const ProbeContract& probe) { return probe.params.integer("shape.tokens"); };
+    f.gradients.push_back(std::move(dw));
+  }
   for (auto& v : glu_variants()) f.variants.emplace(v.schema.name, std::move(v));
   registry.add_family(std::move(f));
 }
