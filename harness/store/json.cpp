@@ -266,7 +266,7 @@ nlohmann::json to_json(const engine::CaseResult& r) {
                           {"algebra", verdict(pt.algebra)}, {"bias", verdict(pt.bias)}, {"variance", verdict(pt.variance)},
                           {"U", json_number(pt.U)}, {"max_abs_z", json_number(pt.max_abs_z)},
                           {"max_ulp_effect", json_number(pt.max_ulp_effect)}, {"replicates", pt.replicates},
-                          {"seconds", pt.seconds}, {"bias_reason", pt.bias_reason}, {"variance_reason", pt.variance_reason}});
+                          {"bias_reason", pt.bias_reason}, {"variance_reason", pt.variance_reason}});
     }
     j["sweep"] = {{"settings", settings}, {"decided_by", r.decided_by}};
   } else {
@@ -284,7 +284,7 @@ nlohmann::json to_json(const engine::CaseResult& r) {
                        {"bucket_axis", g.bucket_axis}, {"reduces", g.reduces}, {"reduction_size", g.reduction_size},
                        {"shape", g.shape}, {"U", json_number(g.U)}, {"max_abs_z", json_number(g.max_abs_z)},
                        {"max_ulp_effect", json_number(g.max_ulp_effect)}, {"replicates", g.replicates},
-                       {"seconds", g.seconds}, {"algebra_discrepancy", json_number(g.algebra_discrepancy)},
+                       {"algebra_discrepancy", json_number(g.algebra_discrepancy)},
                        {"own_forward_discrepancy", g.own_forward_discrepancy < 0 ? nlohmann::json(nullptr)
                                                                                  : json_number(g.own_forward_discrepancy)},
                        {"algebra_reason", g.algebra_reason}, {"bias_reason", g.bias_reason},
@@ -321,6 +321,18 @@ nlohmann::json to_json(const engine::CaseResult& r) {
   j["runtime"] = {{"threads", r.runtime.threads}, {"batch", r.runtime.batch}, {"seconds", r.runtime.seconds},
                   {"kernel_seconds", r.runtime.kernel_seconds}, {"draw_seconds", r.runtime.draw_seconds},
                   {"observe_seconds", r.runtime.observe_seconds}, {"stats_seconds", r.runtime.stats_seconds}};
+  // Each gradient's wall time is runtime, not outcome: the rest of the document is the same
+  // bits at any --threads and --batch (without_runtime).
+  if (tc.direction == contract::Direction::backward) {
+    nlohmann::json per_gradient = nlohmann::json::object();
+    for (const auto& g : r.gradients) per_gradient[g.name] = g.seconds;
+    j["runtime"]["gradient_seconds"] = per_gradient;
+  }
+  if (!r.sweep.empty()) {
+    nlohmann::json per_setting = nlohmann::json::object();
+    for (const auto& pt : r.sweep) per_setting[pt.name] = pt.seconds;
+    j["runtime"]["setting_seconds"] = per_setting;
+  }
   const auto& policy = numerics::process_policy();
   j["runtime"]["policy"] = {{"threads_source", policy.threads_source}, {"omp_wait_policy", policy.omp_wait_policy},
                             {"openblas_threads", policy.openblas_threads}, {"openblas_core", policy.openblas_core}};

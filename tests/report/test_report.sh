@@ -48,7 +48,11 @@ fi
 
 # The command rebuilds the same pages from the folder.
 "$kcert" report night --no-db --out again >report.txt
-grep -q "again/index.html (14 pages" report.txt || { cat report.txt >&2; fail "kcert report"; }
+# One page per result (forward and backward controls alike) and the index.
+pages=$(/usr/bin/python3 -c 'import json; print(len(json.load(open("night/results.json"))["results"]) + 1)')
+grep -q "again/index.html ($pages pages" report.txt || { cat report.txt >&2; fail "kcert report: expected $pages pages"; }
+# A backward control's page shows its gate set per gradient.
+grep -q "<h2>Gradients</h2>" night/html/bn30_rmsnorm_dw_bf16_accumulation.html || fail "no Gradients table on a backward control's page"
 # Same page but for why there is no history (spool vs --no-db), same plots.
 diff <(grep -v "History needs" "$page") <(grep -v "History needs" again/n1_gemma_rmsnorm_offset_bf16.html) >/dev/null ||
   fail "kcert report's page differs from the nightly's"
