@@ -41,6 +41,7 @@ struct GradientPoint : SweepPoint {
   std::string reduces;           // what it sums over within a replicate ("tokens"), or ""
   std::int64_t reduction_size = 0;  // N: terms that sum it per replicate (0 for an input-shaped gradient)
   std::vector<std::int64_t> shape;  // one replicate's gradient
+  stats::FloatFormat output_format = stats::FloatFormat::bf16;  // its input's dtype: its ULPs
   double algebra_discrepancy = 0.0;
   std::string algebra_reason;
   double own_forward_discrepancy = -1.0;  // explicit backward vs autograd of its forward; < 0 not measured

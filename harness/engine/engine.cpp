@@ -325,9 +325,9 @@ CaseResult run_backward(const contract::TestCase& tc_in, const kernels::Registry
   if (family.gradients.empty()) throw std::invalid_argument("family '" + tc.family + "' has no backward");
   const auto& ref = registry.variant(tc.family, tc.reference.variant);
   const auto& prod = registry.variant(tc.family, tc.production.variant);
-  // A gradient is in the input's dtype: W.
-  const auto out_format = tc.probe.dtype;
-  base.output_format = out_format;
+  // A gradient is in its input's dtype: W for the activations, a fixed input's own (an fp32
+  // router weight's gradient is fp32, judged in fp32 ULPs).
+  base.output_format = tc.probe.dtype;
   const auto device = resolve_device(options.device);
   const MathModesScope math_modes(tc.math_modes);
   base.math_modes = math_modes.in_effect;
@@ -349,6 +349,11 @@ CaseResult run_backward(const contract::TestCase& tc_in, const kernels::Registry
     auto ids = [gradient, axis = r.testcase.bucket_axis, &probe = tc.probe](at::IntArrayRef shape) {
       return gradient->bucket_ids(axis, probe, shape);
     };
+    auto out_format = tc.probe.dtype;
+    if (const auto it = fixed.tensors().find(gradient->schema.input);
+        it != fixed.tensors().end() && it->second.scalar_type() == torch::kFloat32)
+      out_format = stats::FloatFormat::fp32;
+    r.output_format = out_format;
     try {
       run_gates(r.testcase, family, out_format, pair, ids, device, options, t1, r);
     } catch (const std::exception& e) {
@@ -373,6 +378,7 @@ CaseResult run_backward(const contract::TestCase& tc_in, const kernels::Registry
     p.reduces = gradient->schema.reduces;
     p.reduction_size = gradient->reduction_size ? gradient->reduction_size(tc.probe) : 0;
     p.shape = r.output_shape;
+    p.output_format = out_format;
     p.algebra_discrepancy = r.algebra.worst_discrepancy;
     p.algebra_reason = r.algebra.reason;
     p.own_forward_discrepancy = pair.own_forward_discrepancy();

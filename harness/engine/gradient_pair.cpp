@@ -99,9 +99,10 @@ PairOutputs GradientPair::evaluate(std::uint64_t first, std::int64_t count) {
     auto r = kernels::variant_vjp(ref_, in_w, wrt_, working_, tc_.reference.params, dy_w)[input];
     if (!r.defined())
       throw std::invalid_argument("reference variant '" + tc_.reference.variant + "' gives no gradient for input '" + input + "'");
-    if (r.scalar_type() != working_dtype_)
+    if (r.scalar_type() != in_w.at(input).scalar_type())
       throw std::invalid_argument("reference variant '" + tc_.reference.variant + "' returned " + gradient_.schema.name + " as " +
-                                  c10::toString(r.scalar_type()) + ", expected " + c10::toString(working_dtype_));
+                                  c10::toString(r.scalar_type()) + ", expected " + c10::toString(in_w.at(input).scalar_type()) +
+                                  " (the input's dtype)");
     auto o = kernels::variant_vjp(ref_, in_64, wrt_, exact_, tc_.reference.params, dy_64)[input];
     if (!o.defined() || o.sizes() != r.sizes())
       throw std::invalid_argument("reference variant '" + tc_.reference.variant + "' under the fp64 policy gives " +

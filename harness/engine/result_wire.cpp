@@ -126,7 +126,7 @@ template <class A> void fields(A& a, SweepPoint& p) {
 template <class A> void fields(A& a, GradientPoint& p) {
   fields(a, static_cast<SweepPoint&>(p));
   a(p.input, p.bucket_axis, p.reduces, p.reduction_size, p.shape, p.algebra_discrepancy, p.algebra_reason,
-    p.own_forward_discrepancy);
+    p.own_forward_discrepancy, p.output_format);
 }
 template <class A> void outcome_fields(A& a, CaseResult& r) {
   a(r.verdict, r.algebra, r.bias, r.variance, r.replicates, r.nonfinite, r.baselines, r.torch_version, r.math_modes,

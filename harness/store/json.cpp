@@ -282,7 +282,8 @@ nlohmann::json to_json(const engine::CaseResult& r) {
       grads.push_back({{"name", g.name}, {"input", g.input}, {"verdict", verdict(g.verdict)},
                        {"algebra", verdict(g.algebra)}, {"bias", verdict(g.bias)}, {"variance", verdict(g.variance)},
                        {"bucket_axis", g.bucket_axis}, {"reduces", g.reduces}, {"reduction_size", g.reduction_size},
-                       {"shape", g.shape}, {"U", json_number(g.U)}, {"max_abs_z", json_number(g.max_abs_z)},
+                       {"shape", g.shape}, {"dtype", std::string(stats::traits(g.output_format).name)},
+                       {"U", json_number(g.U)}, {"max_abs_z", json_number(g.max_abs_z)},
                        {"max_ulp_effect", json_number(g.max_ulp_effect)}, {"replicates", g.replicates},
                        {"algebra_discrepancy", json_number(g.algebra_discrepancy)},
                        {"own_forward_discrepancy", g.own_forward_discrepancy < 0 ? nlohmann::json(nullptr)

@@ -3,6 +3,8 @@
 // variants, and its error paths.
 #include "tests/catch_torch.hpp"
 
+#include <functional>
+
 #include "harness/kernels/registry.hpp"
 #include "harness/kernels/vjp.hpp"
 #include "harness/numerics/precision.hpp"
@@ -174,4 +176,108 @@ TEST_CASE("explicit RMSNorm backwards at bf16 round where the replayed kernel do
   CHECK(torch::equal(grads("liger_block_dw_bf16").at("x"), rowwise.at("x")));
   CHECK(torch::equal(grads("dw_bf16_accumulator").at("x"), rowwise.at("x")));
   CHECK_FALSE(torch::equal(grads("saved_rstd_in_w").at("x"), rowwise.at("x")));
+}
+
+namespace {
+
+// The explicit backwards of `family` under the exact policy against central differences of
+// their own forward, for each input in `wrt` (the same premise as RMSNorm's above).
+void check_explicit_backwards(const std::string& family, const std::vector<std::string>& names, const KernelInputs& in,
+                              const std::vector<std::string>& wrt, const torch::Tensor& dy,
+                              const std::function<void(ParamMap&)>& adjust = {}) {
+  for (const auto& name : names) {
+    CAPTURE(family, name);
+    const auto& v = registry().variant(family, name);
+    REQUIRE(v.backward);
+    auto params = defaults(v);
+    if (adjust) adjust(params);
+    const auto g = kcert::kernels::variant_vjp(v, in, wrt, Precision::exact(), params, dy);
+    for (const auto& input : wrt) {
+      CAPTURE(input);
+      REQUIRE(g.count(input) == 1);
+      REQUIRE(g.at(input).defined());
+      CHECK(g.at(input).sizes() == in.at(input).sizes());
+      const auto fd = finite_difference_vjp(v, in, input, params, dy, 1e-6);
+      CHECK((g.at(input) - fd).abs().max().item<double>() <= 1e-7 * fd.abs().max().item<double>());
+    }
+  }
+}
+
+KernelInputs loss_inputs() {
+  torch::manual_seed(11);
+  KernelInputs in;
+  in.set("z", (torch::randn({1, 4, 9}, torch::kFloat64) * 2.0).to(torch::kBFloat16).to(torch::kFloat64));
+  in.set("t", torch::tensor({3, 0, 8, 5}, torch::kInt64).view({1, 4}));
+  in.set("valid", torch::tensor({true, true, true, false}));
+  in.set("microbatch", torch::zeros({4}, torch::kInt64));
+  return in;
+}
+
+}  // namespace
+
+TEST_CASE("explicit LayerNorm, RoPE and cross-entropy backwards are the fp64 VJP of their forward", "[kernels][backward]") {
+  torch::manual_seed(5);
+  KernelInputs ln;
+  ln.set("x", (torch::randn({1, 3, 8}, torch::kFloat64) * 2.0 + 3.0).to(torch::kBFloat16).to(torch::kFloat64));
+  ln.set("g", (1.0 + 0.1 * torch::randn({8}, torch::kFloat64)).to(torch::kBFloat16).to(torch::kFloat64));
+  ln.set("b", (0.1 * torch::randn({8}, torch::kFloat64)).to(torch::kBFloat16).to(torch::kFloat64));
+  check_explicit_backwards("layernorm", {"liger_partials", "llmc_dweight_bf16_atomic", "rocm_stats_truncated"}, ln,
+                           {"x", "g", "b"}, torch::randn({1, 3, 8}, torch::kFloat64));
+
+  KernelInputs rope;
+  rope.set("x", torch::randn({1, 5, 2, 8}, torch::kFloat64).to(torch::kBFloat16).to(torch::kFloat64));
+  rope.set("pos", torch::arange(3, 8, torch::kFloat64) * 17.0);
+  check_explicit_backwards("rope", {"neox_bwd_inverse_rotation"}, rope, {"x"}, torch::randn({1, 5, 2, 8}, torch::kFloat64));
+
+  // The target lane's read-modify-write only rounds differently (BN16): at fp64 it is the VJP.
+  check_explicit_backwards("loss", {"ce_bwd_one_store", "ce_bwd_from_online_lse", "ce_bwd_target_rmw_w"}, loss_inputs(),
+                           {"z"}, torch::rand({1, 4}, torch::kFloat64) + 0.5);
+}
+
+TEST_CASE("FlashAttention-2's replayed backward is the fp64 VJP of its forward, GQA and soft-cap included",
+          "[kernels][backward]") {
+  torch::manual_seed(9);
+  KernelInputs in;
+  // Two query heads on one kv head (GQA), five queries on seven keys (bottom-right causal),
+  // key tiles of 2 so dQ sums over four tiles.
+  in.set("q", torch::randn({1, 2, 5, 4}, torch::kFloat64) * 2.0);
+  in.set("k", torch::randn({1, 1, 7, 4}, torch::kFloat64) * 2.0);
+  in.set("v", torch::randn({1, 1, 7, 4}, torch::kFloat64));
+  in.set("row_bias", torch::tensor(0.0, torch::kFloat64));
+  const auto dy = torch::randn({1, 2, 5, 4}, torch::kFloat64);
+  for (const double cap : {0.0, 3.0}) {
+    CAPTURE(cap);
+    check_explicit_backwards("attention", {"flash_bwd_fp32", "flash_bwd_fp32_atomic_order", "flash_bwd_softcap_recompute"},
+                             in, {"q", "k", "v"}, dy, [cap](ParamMap& p) {
+                               p.set("tile", std::int64_t{2});
+                               p.set("softcap", cap);
+                             });
+  }
+  // BN11: without the cap's derivative the backward is not its forward's VJP once the cap bites.
+  const auto& unguarded = registry().variant("attention", "flash_bwd_softcap_unguarded");
+  auto params = defaults(unguarded);
+  params.set("softcap", 3.0);
+  const auto g = kcert::kernels::variant_vjp(unguarded, in, {"q"}, Precision::exact(), params, dy).at("q");
+  const auto fd = finite_difference_vjp(unguarded, in, "q", params, dy, 1e-6);
+  CHECK((g - fd).abs().max().item<double>() > 0.01 * fd.abs().max().item<double>());
+}
+
+TEST_CASE("the replayed wrong backwards are wrong at fp64 (BN19, BN26)", "[kernels][backward]") {
+  // BN19 scales every token by the first dy: not the VJP once dy varies between tokens.
+  const auto in = loss_inputs();
+  const auto dy = torch::tensor({0.5, 1.0, 1.5, 2.0}, torch::kFloat64).view({1, 4});
+  const auto& scalar = registry().variant("loss", "ce_bwd_scalar_grad_output");
+  const auto g = kcert::kernels::variant_vjp(scalar, in, {"z"}, Precision::exact(), defaults(scalar), dy).at("z");
+  const auto fd = finite_difference_vjp(scalar, in, "z", defaults(scalar), dy, 1e-6);
+  CHECK((g - fd).abs().max().item<double>() > 0.1 * fd.abs().max().item<double>());
+  // The ignored token (valid false) gets no gradient, and the first token's is right.
+  CHECK(g.select(1, 3).abs().max().item<double>() == 0.0);
+  CHECK((g.select(1, 0) - fd.select(1, 0)).abs().max().item<double>() <= 1e-7);
+  // BN26: no gradient at all.
+  KernelInputs rope;
+  rope.set("x", torch::randn({1, 5, 2, 8}, torch::kFloat64));
+  rope.set("pos", torch::arange(5, torch::kFloat64));
+  const auto& none = registry().variant("rope", "neox_no_backward");
+  const auto r = kcert::kernels::variant_vjp(none, rope, {"x"}, Precision::exact(), defaults(none), torch::randn({1, 5, 2, 8}, torch::kFloat64));
+  CHECK((r.count("x") == 0 || !r.at("x").defined()));
 }

@@ -9,6 +9,13 @@
 // tokens), optional sliding window; they are variant parameters, so a mask defect is the
 // same variant with one parameter changed. Bucket axes: head (default), position,
 // head_position.
+//
+// Backward (issue 31): gradients dq (q's shape), dk and dv (k's and v's: per kv head and key
+// position, each a sum over the queries that attend it), all with the same bucket axes.
+// Autograd of each forward, except FlashAttention-2's backward replayed (flash_bwd_*: P
+// recomputed in fp32, dS = P∘(dP − rowsum(dO∘O)) rounded to W for the dQ/dK GEMMs, dQ
+// accumulated over key tiles in fp32; BP1, BP9, BN11).
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -268,6 +275,92 @@ torch::Tensor sdpa_flash(const KernelInputs&, const Precision&, const ParamMap&)
 }
 #endif
 
+// ---- FlashAttention-2's backward, replayed ---------------------------------------------
+//
+// With S = q kᵀ·scale + additive, L = cap(S) masked, P = softmax(L), O the forward's output:
+//   dV = Pᵀ dO,  dP = dO Vᵀ,  dL = P∘(dP − rowsum(dO∘O)),  dS = dL∘cap'(S),
+//   dQ = dS K·scale,  dK = dSᵀ Q·scale  (summed over a kv head's query heads under GQA).
+// FA2 recomputes P in fp32 from the saved log-sum-exp, feeds P and dS to its GEMMs in W, and
+// accumulates dQ over key tiles in fp32 (atomicAdd: the order varies; deterministic=True fixes
+// it). The forward is online_softmax_fp32's (#24).
+
+struct FlashBackward {
+  bool reversed_dq_order = false;  // dQ's key tiles added last to first (another atomicAdd order, BP1)
+  enum class Softcap { pre_cap, from_capped, ignored } softcap = Softcap::pre_cap;
+  // pre_cap: cap' = 1 − tanh(S/c)² from the scores before the cap; from_capped: 1 − (L/c)²
+  // from the capped scores (BP9); ignored: no cap' at all (the unguarded varlen path, BN11).
+};
+
+// A gradient of the query-head expansion folded back onto the kv heads (expand_kv's VJP).
+torch::Tensor fold_kv(const torch::Tensor& g, int64_t kv_heads, const ParamMap& prm) {
+  const auto heads = g.size(1);
+  const auto groups = heads / kv_heads;
+  if (groups == 1) return g;
+  auto sizes = g.sizes().vec();
+  if (prm.string("kv_map") == "tile") {
+    sizes[1] = kv_heads;
+    sizes.insert(sizes.begin() + 1, groups);
+    return g.reshape(sizes).sum(1);
+  }
+  sizes[1] = groups;
+  sizes.insert(sizes.begin() + 1, kv_heads);
+  return g.reshape(sizes).sum(2);
+}
+
+Gradients flash_backward(const FlashBackward& how, const KernelInputs& in, const Precision& p, const ParamMap& prm,
+                         const torch::Tensor& dy, const std::vector<std::string>& wrt) {
+  const auto s = setup(in, prm);
+  const auto q = p.up(in.at("q"));
+  const auto k = expand_kv(p.up(in.at("k")), s.heads, prm), v = expand_kv(p.up(in.at("v")), s.heads, prm);
+  const double cap = prm.number("softcap");
+  const auto raw = torch::matmul(q, k.transpose(-1, -2)) * s.scale + additive(in, s, prm, q.options());
+  const auto logits = capped(raw, cap);
+  const auto probs = torch::softmax(apply_mask(logits, allowed(s, prm, q.device()), p, false), -1);
+  const auto d_out = p.up(dy);
+  const auto out = p.up(online_softmax(in, p, prm, false));  // the O the forward saved
+  Gradients grads;
+  const auto wants = [&wrt](const char* name) { return std::find(wrt.begin(), wrt.end(), name) != wrt.end(); };
+  if (wants("v")) {
+    const auto p_w = p.up(p.round_w(probs));
+    grads["v"] = p.round_w(fold_kv(torch::matmul(p_w.transpose(-1, -2), d_out), s.kv_heads, prm));
+  }
+  if (!wants("q") && !wants("k")) return grads;
+  const auto dp = torch::matmul(d_out, v.transpose(-1, -2));
+  const auto rowsum = (d_out * out).sum(-1, true);
+  auto ds = probs * (dp - rowsum);
+  if (cap > 0.0 && how.softcap != FlashBackward::Softcap::ignored) {
+    const auto t = how.softcap == FlashBackward::Softcap::from_capped ? logits / cap : torch::tanh(raw / cap);
+    ds = ds * (1.0 - t * t);
+  }
+  const auto ds_w = p.up(p.round_w(ds));
+  if (wants("q")) {
+    const auto tile = std::max<int64_t>(1, prm.integer("tile"));
+    const int64_t tiles = (s.kv_tokens + tile - 1) / tile;
+    auto dq = torch::zeros_like(q);
+    for (int64_t t = 0; t < tiles; ++t) {
+      const int64_t j = how.reversed_dq_order ? tiles - 1 - t : t;
+      const int64_t start = j * tile, len = std::min(tile, s.kv_tokens - start);
+      dq = dq + torch::matmul(ds_w.narrow(3, start, len), k.narrow(2, start, len)) * s.scale;
+    }
+    grads["q"] = p.round_w(dq);
+  }
+  if (wants("k")) grads["k"] = p.round_w(fold_kv(torch::matmul(ds_w.transpose(-1, -2), q) * s.scale, s.kv_heads, prm));
+  return grads;
+}
+
+// BN12: FA4's create_softcap_scoremod computed scores·tanh(scores) instead of
+// softcap·tanh(scores/softcap); otherwise fp32_dense. Its backward is autograd's.
+torch::Tensor softcap_scores_tanh(const KernelInputs& in, const Precision& p, const ParamMap& prm) {
+  const auto s = setup(in, prm);
+  const auto q = p.up(in.at("q"));
+  const auto k = expand_kv(p.up(in.at("k")), s.heads, prm), v = expand_kv(p.up(in.at("v")), s.heads, prm);
+  auto logits = torch::matmul(q, k.transpose(-1, -2)) * s.scale;
+  if (prm.number("softcap") > 0.0) logits = logits * torch::tanh(logits);
+  if (has_additive(in, prm)) logits = logits + additive(in, s, prm, logits.options());
+  logits = apply_mask(logits, allowed(s, prm, q.device()), p, false);
+  return p.round_w(torch::matmul(torch::softmax(logits, -1), v));
+}
+
 std::vector<Variant> attention_variants() {
   const auto v = [](std::string name, std::string description, KernelFn fn) {
     return builtin_variant(std::move(name), std::move(description), kAttentionParams, std::move(fn));
@@ -302,6 +395,33 @@ std::vector<Variant> attention_variants() {
                   "flash CPU kernel (at::_fused_sdp_choice) under the working precision",
                   sdpa_flash));
   out.back().unavailable = kSdpaFlashUnavailable;
+  out.push_back(v("fp32_dense_softcap_scores_tanh",
+                  "as fp32_dense with the soft-cap written scores·tanh(scores) instead of c·tanh(scores/c), "
+                  "forward and (autograd) backward (BN12: flash-attention#2402, unsloth-zoo#593)",
+                  softcap_scores_tanh));
+  const auto flash = [&v](std::string name, std::string description, FlashBackward how) {
+    auto b = v(std::move(name), std::move(description),
+               [](const KernelInputs& in, const Precision& p, const ParamMap& prm) { return online_softmax(in, p, prm, false); });
+    b.backward = [how](const KernelInputs& in, const Precision& p, const ParamMap& prm, const torch::Tensor& dy,
+                       const std::vector<std::string>& wrt) { return flash_backward(how, in, p, prm, dy, wrt); };
+    return b;
+  };
+  out.push_back(flash("flash_bwd_fp32",
+                      "FlashAttention-2 forward (#24) and backward: P recomputed in fp32, P and dS rounded to W for "
+                      "the GEMMs, dQ accumulated over key tiles in fp32 in tile order (deterministic=True)",
+                      {}));
+  out.push_back(flash("flash_bwd_fp32_atomic_order",
+                      "as flash_bwd_fp32 with dQ's key tiles accumulated last to first: another order of FA2's "
+                      "atomicAdd (BP1: flash-attention#414, #988)",
+                      {.reversed_dq_order = true}));
+  out.push_back(flash("flash_bwd_softcap_recompute",
+                      "as flash_bwd_fp32 with the soft-cap derivative recomputed from the capped scores, 1 - (L/c)², "
+                      "instead of 1 - tanh(S/c)² (BP9: flash-attention#1033, tokamax#1121)",
+                      {.softcap = FlashBackward::Softcap::from_capped}));
+  out.push_back(flash("flash_bwd_softcap_unguarded",
+                      "as flash_bwd_fp32 with the soft-cap derivative missing from the backward while the forward "
+                      "caps (BN11: flash-attention#2544, the varlen backward without softcap support)",
+                      {.softcap = FlashBackward::Softcap::ignored}));
   return out;
 }
 
@@ -357,6 +477,20 @@ void register_attention_family(Registry& registry) {
     if (axis == "head_position") return (head * t + pos).contiguous();
     return head.contiguous();
   };
+  const auto head_position_ids = f.bucket_ids;
+  for (const auto& [name, input] : {std::pair{"dq", "q"}, std::pair{"dk", "k"}, std::pair{"dv", "v"}}) {
+    Family::Gradient g;
+    const bool query = input[0] == 'q';
+    g.schema = {name, input, {"head", "position", "head_position"}, query ? "" : "queries",
+                query ? std::string("gradient of the queries [heads, tokens, head_dim]")
+                      : std::string("gradient of ") + input + " [kv_heads, kv_tokens, head_dim]: a sum over the queries attending each key"};
+    g.bucket_ids = head_position_ids;
+    g.reduction_size = [query](const ProbeContract& probe) -> std::int64_t {
+      if (query) return 0;
+      return probe.params.integer("shape.tokens") * (probe.params.integer("shape.heads") / probe.params.integer("shape.kv_heads"));
+    };
+    f.gradients.push_back(std::move(g));
+  }
   for (auto& v : attention_variants()) f.variants.emplace(v.schema.name, std::move(v));
   registry.add_family(std::move(f));
 }

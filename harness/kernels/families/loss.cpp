@@ -14,6 +14,15 @@
 // return each token's contribution to the accumulated loss (its loss times the weight the
 // reduction gives it), whose sum is the loss that is back-propagated.
 // Bucket axes: position (one bucket per token slot, the default), microbatch.
+//
+// Backward (issue 31): gradient dlogits (z's shape [tokens, vocab]; buckets position and
+// microbatch, each pooling a row's vocabulary), with dy one value per token (the per-token
+// loss's upstream gradient, reduction='none'). Autograd of each forward, except the explicit
+// backwards of the fused cross-entropy kernels (BN16, BN19, BP10, BP14). The probe's
+// targets.margin raises each target logit so rows are confident (p_t near 1), where BN16's
+// cancellation shows; N(0,1) logits give p_t ~ 1/V and hide it.
+#include <algorithm>
+
 #include "harness/kernels/probe.hpp"
 #include "harness/kernels/registry.hpp"
 
@@ -87,6 +96,95 @@ torch::Tensor lse_form(const torch::Tensor& lse, const torch::Tensor& zt, const 
 // + coef·lse·lse (Liger's lse_square_scale, flash-attn's and t5x's z-loss), when coef > 0.
 torch::Tensor with_z_loss(const torch::Tensor& loss, const torch::Tensor& lse, double coef) {
   return coef > 0.0 ? loss + coef * lse * lse : loss;
+}
+
+// ---- explicit backwards (plain cross-entropy, no label smoothing or z-loss) ---------------
+//
+// loss_t = lse_t − z_{t,y}:  dz_{t,j} = dy_t·(softmax(z_t)_j − [j = y_t]), 0 on ignored tokens.
+// The forward of these variants is token_ce_lse_minus_target_fp32's plain form.
+
+enum class CeBackward {
+  one_store,          // softmax and the gradient in fp32, one W store (Liger CE before #1268; BP10)
+  from_online_lse,    // exp(z − lse) with lse from the online chunked log-sum-exp (levanter/Liger; BP14)
+  target_rmw_w,       // non-target lanes as one_store; the target lane stored as p·dy in W, then
+                      // loaded and dy subtracted, stored again (Liger #1268; BN16)
+  scalar_grad_output, // every token scaled by its replicate's first dy (Liger FLCE reduction='none'; BN19)
+};
+
+torch::Tensor plain_ce(const KernelInputs& in, const Precision& p, const ParamMap&) {
+  const auto [lse, zt] = lse_and_target(in, p);
+  return fp32_out(p, masked(lse - zt, in));
+}
+
+Gradients ce_backward(CeBackward how, const KernelInputs& in, const Precision& p, const ParamMap& prm,
+                      const torch::Tensor& dy, const std::vector<std::string>& wrt) {
+  Gradients out;
+  if (std::find(wrt.begin(), wrt.end(), "z") == wrt.end()) return out;
+  const auto z = p.up(in.at("z"));
+  const auto t = in.at("t").unsqueeze(-1);
+  auto d = p.up(dy);  // [B, n]
+  if (how == CeBackward::scalar_grad_output) d = d.narrow(-1, 0, 1).expand_as(d);
+  d = d * in.at("valid").to(z.scalar_type());  // ignored tokens get no gradient
+  torch::Tensor prob;
+  if (how == CeBackward::from_online_lse) {
+    torch::Tensor m, s;
+    for (const auto& c : z.split(prm.integer("chunk"), -1)) {
+      const auto c_max = std::get<0>(c.max(-1));
+      if (!m.defined()) {
+        m = c_max;
+        s = torch::exp(c - m.unsqueeze(-1)).sum(-1);
+      } else {
+        const auto m_new = torch::maximum(m, c_max);
+        s = s * torch::exp(m - m_new) + torch::exp(c - m_new.unsqueeze(-1)).sum(-1);
+        m = m_new;
+      }
+    }
+    prob = torch::exp(z - (m + torch::log(s)).unsqueeze(-1));
+  } else {
+    prob = torch::softmax(z, -1);
+  }
+  const auto dd = d.unsqueeze(-1);
+  if (how == CeBackward::target_rmw_w) {
+    auto g = p.round_w(prob * dd);  // every lane: p·dy stored in W
+    const auto at_target = p.up(g.gather(-1, t)) - dd;  // loaded back, dy subtracted in fp32
+    out["z"] = g.scatter(-1, t, p.round_w(at_target));
+    return out;
+  }
+  const auto onehot = torch::zeros_like(prob).scatter(-1, t, 1.0);
+  out["z"] = p.round_w((prob - onehot) * dd);
+  return out;
+}
+
+Variant ce_with_backward(std::string name, std::string description, CeBackward how) {
+  std::vector<ParamSpec> params;
+  if (how == CeBackward::from_online_lse)
+    params.push_back(param::integer("chunk", 4096).at_least(1).doc("vocabulary chunk of the online log-sum-exp"));
+  auto v = variant(std::move(name), std::move(description), plain_ce, std::move(params));
+  v.backward = [how](const KernelInputs& in, const Precision& p, const ParamMap& prm, const torch::Tensor& dy,
+                     const std::vector<std::string>& wrt) { return ce_backward(how, in, p, prm, dy, wrt); };
+  return v;
+}
+
+std::vector<Variant> ce_backward_variants() {
+  std::vector<Variant> v;
+  v.push_back(ce_with_backward("ce_bwd_one_store",
+                               "fused cross-entropy backward writing dlogits into the logits' storage: softmax and "
+                               "(p - onehot)·dy in fp32, one W store (BP10; Liger CE before #1268)",
+                               CeBackward::one_store));
+  v.push_back(ce_with_backward("ce_bwd_from_online_lse",
+                               "cross-entropy backward from the saved log-sum-exp of the online chunked forward: "
+                               "(exp(z - lse) - onehot)·dy in fp32, one rounding (BP14; marin#8241, Liger FLCE)",
+                               CeBackward::from_online_lse));
+  v.push_back(ce_with_backward("ce_bwd_target_rmw_w",
+                               "Liger #1268: p·dy stored in W on every lane, then the target lane loaded, dy "
+                               "subtracted and stored again; (p_t - 1)·dy cancels after a W rounding (BN16; "
+                               "Liger-Kernel#1329)",
+                               CeBackward::target_rmw_w));
+  v.push_back(ce_with_backward("ce_bwd_scalar_grad_output",
+                               "Liger FLCE with reduction='none': grad_output loaded as a scalar, every token scaled "
+                               "by the first token's dy (BN19; Liger-Kernel#968, #1298)",
+                               CeBackward::scalar_grad_output));
+  return v;
 }
 
 std::vector<Variant> loss_variants() {
@@ -174,6 +272,7 @@ std::vector<Variant> loss_variants() {
                                                 .index_add_(0, mb, in.at("valid").to(loss.scalar_type()));
                         return fp32_out(p, loss / (counts.index_select(0, mb) * static_cast<double>(m)));
                       }));
+  for (auto& b : ce_backward_variants()) v.push_back(std::move(b));
   return v;
 }
 
@@ -204,8 +303,15 @@ KernelInputs make_replicate(const ProbeContract& probe, const KernelInputs&, std
   InputStream stream(seed);
   const auto n = total_tokens(probe), vocab = probe.params.integer("shape.vocab");
   KernelInputs in;
-  in.set("z", shifted_gaussian(probe, n, vocab, stream));
-  in.set("t", stream.integers(vocab, {n}));
+  auto z = shifted_gaussian(probe, n, vocab, stream);
+  const auto t = stream.integers(vocab, {n});
+  if (const double margin = probe.params.number("targets.margin"); margin != 0.0) {
+    // The target logit raised by the margin, rounded back to W (confident rows).
+    const auto zt = z.gather(-1, t.unsqueeze(-1)).to(torch::kFloat64) + margin;
+    z = z.scatter(-1, t.unsqueeze(-1), zt.to(z.scalar_type()));
+  }
+  in.set("z", z);
+  in.set("t", t);
   return in;
 }
 
@@ -223,6 +329,7 @@ void register_loss_family(Registry& registry) {
       param::integer("shape.vocab", 32768).at_least(2).doc("vocabulary size"),
       param::number("ignore.min", 0.0).at_least(0).at_most(0.99).doc("fraction of ignored (padding) tokens in the first micro-batch"),
       param::number("ignore.max", 0.0).at_least(0).at_most(0.99).doc("fraction in the last micro-batch (linear in between)"),
+      param::number("targets.margin", 0.0).at_least(0).at_most(1000).doc("added to each target logit (rounded to W): confident rows, p_t near 1 (0: none)"),
   };
   f.validate_probe = [](const ProbeContract& probe) -> std::optional<FieldError> {
     if (probe.params.number("ignore.max") < probe.params.number("ignore.min")) {
@@ -239,6 +346,17 @@ void register_loss_family(Registry& registry) {
     return ids;
   };
   f.output_format = [](const ProbeContract&) { return stats::FloatFormat::fp32; };
+  Family::Gradient dz;
+  dz.schema = {"dlogits", "z", {"position", "microbatch"}, "",
+               "gradient of the logits [tokens, vocab]: one bucket per token (or micro-batch), pooling its vocabulary"};
+  dz.bucket_ids = [](const std::string& axis, const ProbeContract& probe, at::IntArrayRef shape) {
+    const auto rows = shape[0], vocab = shape[1];
+    auto ids = torch::arange(rows, torch::TensorOptions().dtype(torch::kInt64));
+    if (axis == "microbatch") ids = torch::div(ids, probe.params.integer("shape.tokens"), "floor");
+    return ids.unsqueeze(1).expand({rows, vocab}).contiguous();
+  };
+  dz.reduction_size = [](const ProbeContract&) -> std::int64_t { return 0; };
+  f.gradients.push_back(std::move(dz));
   for (auto& v : loss_variants()) f.variants.emplace(v.schema.name, std::move(v));
   registry.add_family(std::move(f));
 }

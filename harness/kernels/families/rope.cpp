@@ -8,6 +8,10 @@
 // evaluating every position). Output like x.
 // Bucket axes: position_frequency (one bucket per (token, pair), pooled over heads and the
 // two lanes of the pair; the default), position, head.
+//
+// Backward (issue 31): gradient dx (x's shape, the same buckets). RoPE is linear in x, so its
+// backward is the rotation by -θ (sin negated); the explicit backwards replay that kernel
+// (BP8) and a fused RoPE registered without a backward (BN26).
 #include <cmath>
 
 #include "harness/kernels/probe.hpp"
@@ -137,6 +141,39 @@ std::vector<Variant> rope_variants() {
                                     -1);
         return p.round_w(out);
       }));
+  // Explicit backwards: the forward is neox_fp32's.
+  const auto neox_fp32 = [](const KernelInputs& in, const Precision& p, const ParamMap& prm) {
+    const auto& x = in.at("x");
+    const auto inv = inverse_frequencies(p, x.size(-1), prm.number("base"), p.up(x));
+    return neox(in, p, angles(p.up(in.at("pos")), inv));
+  };
+  {
+    auto b = variant("neox_bwd_inverse_rotation",
+                     "fused RoPE whose backward is the forward rotation with sin negated, fp32 tables, dy rotated "
+                     "in fp32 and rounded once (BP8; candle#3612 fix, LoongForge#106, tt-mlir#9363)",
+                     neox_fp32);
+    b.backward = [](const KernelInputs& in, const Precision& p, const ParamMap& prm, const torch::Tensor& dy,
+                    const std::vector<std::string>& wrt) {
+      Gradients out;
+      for (const auto& name : wrt) {
+        if (name != "x") continue;
+        const auto d = p.up(dy);
+        const auto th = angles(p.up(in.at("pos")), inverse_frequencies(p, d.size(-1), prm.number("base"), d));
+        out["x"] = p.round_w(rotate_half_split(d, torch::cos(th), -torch::sin(th)));
+      }
+      return out;
+    };
+    v.push_back(std::move(b));
+  }
+  {
+    auto b = variant("neox_no_backward",
+                     "fused RoPE called outside autograd (a raw kernel with no backward registered): no gradient "
+                     "reaches x (BN26; candle#3612, LoongForge#106)",
+                     neox_fp32);
+    b.backward = [](const KernelInputs&, const Precision&, const ParamMap&, const torch::Tensor&,
+                    const std::vector<std::string>&) { return Gradients{}; };
+    v.push_back(std::move(b));
+  }
   return v;
 }
 
@@ -173,6 +210,12 @@ void register_rope_family(Registry& registry) {
   f.make_fixed = [](const ProbeContract& probe, std::uint64_t) { return position_inputs(probe); };
   f.make_replicate = make_replicate;
   f.bucket_ids = bucket_ids;
+  Family::Gradient dx;
+  dx.schema = {"dx", "x", {"position_frequency", "position", "head"}, "",
+               "gradient of the input [tokens, heads, head_dim], per (position, frequency pair)"};
+  dx.bucket_ids = bucket_ids;
+  dx.reduction_size = [](const ProbeContract&) -> std::int64_t { return 0; };
+  f.gradients.push_back(std::move(dx));
   for (auto& v : rope_variants()) f.variants.emplace(v.schema.name, std::move(v));
   registry.add_family(std::move(f));
 }

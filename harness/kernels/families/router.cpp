@@ -9,6 +9,13 @@
 // An expert that flips in or out of a token's top-k moves that token's weights by their
 // whole size: the variance gate sees it, the bias gate sees only a directional pattern.
 // Bucket axes: expert (the default), token.
+//
+// Backward (issue 31): gradients dh (h's shape; buckets channel = hidden unit, token) and
+// dw_router (W_router [experts, hidden], in its own dtype; buckets expert = row, or column;
+// a sum over the replicate's tokens). Autograd of each forward: the selected experts'
+// weights carry the gradient, the top-k indices none (BN28: a softmax over one selected
+// logit is constant, so the router gets no gradient at all). TF32 operand rounding is not
+// differentiable here (vjp.hpp): the tf32 variants have no backward to certify.
 #include "harness/kernels/probe.hpp"
 #include "harness/kernels/registry.hpp"
 
@@ -234,6 +241,23 @@ void register_router_family(Registry& registry) {
   f.bucket_ids = [](const std::string& axis, const ProbeContract&, at::IntArrayRef shape) {
     return token_channel_bucket_ids(axis == "token" ? "row" : "channel", shape);
   };
+  Family::Gradient dh;
+  dh.schema = {"dh", "h", {"channel", "token"}, "", "gradient of the hidden states, per token and hidden unit"};
+  dh.bucket_ids = [](const std::string& axis, const ProbeContract&, at::IntArrayRef shape) {
+    return token_channel_bucket_ids(axis == "token" ? "row" : "channel", shape);
+  };
+  dh.reduction_size = [](const ProbeContract&) -> std::int64_t { return 0; };
+  f.gradients.push_back(std::move(dh));
+  Family::Gradient dw;
+  dw.schema = {"dw_router", "W_router", {"expert", "column"}, "tokens",
+               "gradient of the router weight [experts, hidden]: per expert (row) or hidden unit (column)"};
+  dw.bucket_ids = [](const std::string& axis, const ProbeContract&, at::IntArrayRef shape) {
+    const auto rows = shape[0], cols = shape[1];
+    return axis == "column" ? torch::arange(cols, torch::kInt64).expand({rows, cols}).contiguous()
+                            : torch::arange(rows, torch::kInt64).unsqueeze(1).expand({rows, cols}).contiguous();
+  };
+  dw.reduction_size = [](const ProbeContract& probe) { return probe.params.integer("shape.tokens"); };
+  f.gradients.push_back(std::move(dw));
   for (auto& v : router_variants()) f.variants.emplace(v.schema.name, std::move(v));
   registry.add_family(std::move(f));
 }
