@@ -229,9 +229,41 @@ TEST_CASE("explicit LayerNorm, RoPE and cross-entropy backwards are the fp64 VJP
   rope.set("pos", torch::arange(3, 8, torch::kFloat64) * 17.0);
   check_explicit_backwards("rope", {"neox_bwd_inverse_rotation"}, rope, {"x"}, torch::randn({1, 5, 2, 8}, torch::kFloat64));
 
-  // The target lane's read-modify-write only rounds differently (BN16): at fp64 it is the VJP.
-  check_explicit_backwards("loss", {"ce_bwd_one_store", "ce_bwd_from_online_lse", "ce_bwd_target_rmw_w"}, loss_inputs(),
-                           {"z"}, torch::rand({1, 4}, torch::kFloat64) + 0.5);
+  // The target lane's read-modify-write, the W intermediate and CCE's filter only round or
+  // skip at the working precision (BN16, BN17, BN22): at fp64 each is the VJP.
+  check_explicit_backwards("loss", {"ce_bwd_one_store", "ce_bwd_from_online_lse", "ce_bwd_target_rmw_w",
+                                    "ce_bwd_w_intermediate", "cce_bwd_filtered"},
+                           loss_inputs(), {"z"}, torch::rand({1, 4}, torch::kFloat64) + 0.5);
+
+  KernelInputs pre;
+  pre.set("x", torch::randn({1, 3, 8}, torch::kFloat64));
+  pre.set("r", torch::randn({1, 3, 8}, torch::kFloat64) * 2.0);
+  pre.set("w", 1.0 + 0.1 * torch::randn({8}, torch::kFloat64));
+  check_explicit_backwards("residual_rmsnorm", {"quack_prenorm_bwd"}, pre, {"x", "r", "w"},
+                           torch::randn({1, 3, 16}, torch::kFloat64));
+
+  KernelInputs lin;
+  lin.set("x", torch::randn({1, 6, 5}, torch::kFloat64));
+  lin.set("W", torch::randn({3, 5}, torch::kFloat64));
+  check_explicit_backwards("linear", {"wgrad_chunked_w_accumulator", "wgrad_chunked_fp32_accumulator"}, lin, {"x", "W"},
+                           torch::randn({1, 6, 3}, torch::kFloat64), [](ParamMap& p) { p.set("chunks", std::int64_t{4}); });
+}
+
+TEST_CASE("BN9's pre-norm backward is wrong exactly when the residual output has a gradient", "[kernels][backward]") {
+  torch::manual_seed(3);
+  KernelInputs in;
+  in.set("x", torch::randn({1, 3, 8}, torch::kFloat64));
+  in.set("r", torch::randn({1, 3, 8}, torch::kFloat64));
+  in.set("w", 1.0 + 0.1 * torch::randn({8}, torch::kFloat64));
+  const auto& before = registry().variant("residual_rmsnorm", "quack_prenorm_bwd_before_53");
+  const auto& fixed = registry().variant("residual_rmsnorm", "quack_prenorm_bwd");
+  auto dy = torch::randn({1, 3, 16}, torch::kFloat64);
+  const auto grad = [&](const kcert::kernels::Variant& v, const torch::Tensor& d) {
+    return kcert::kernels::variant_vjp(v, in, {"x"}, Precision::exact(), defaults(v), d).at("x");
+  };
+  CHECK((grad(before, dy) - grad(fixed, dy)).abs().max().item<double>() > 0.1);
+  dy.narrow(-1, 0, 8).zero_();  // no gradient on the residual output h: the formulas agree
+  CHECK((grad(before, dy) - grad(fixed, dy)).abs().max().item<double>() < 1e-12);
 }
 
 TEST_CASE("FlashAttention-2's replayed backward is the fp64 VJP of its forward, GQA and soft-cap included",

@@ -9,6 +9,14 @@
 // kinds, q and s quantize W at weights.bits / weights.group so that every variant runs on
 // every probe. The quantized variants take no bias; their real function is x·(q·s)^T.
 // Output [B, tokens, out_features]. Bucket axes: channel (output feature, the default), row.
+//
+// Backward (issue 31): gradients dx (x's shape; buckets channel = input feature, row) and dW
+// ([out, in]; buckets row = output feature, column = input feature; a sum over the replicate's
+// tokens, the wgrad GEMM's K axis). Autograd of each forward, except the wgrad replays that
+// chunk the token axis (chunked fused linear cross-entropy, micro-batched wgrad) with a W or
+// an fp32 accumulator (BN18, BP6).
+#include <algorithm>
+
 #include "harness/kernels/probe.hpp"
 #include "harness/kernels/registry.hpp"
 
@@ -55,6 +63,29 @@ torch::Tensor dequantized(const KernelInputs& in, const Precision& p) {
   return p.up(q) * expand_scales(p.up(in.at("s")), q.size(-1));
 }
 
+// dx = dy·W in fp32, one rounding; dW = Σ over `chunks` token chunks of dyᵀx (fp32 GEMMs),
+// accumulated in W (every chunk's add rounds: BN18) or in fp32 and rounded once (BP6).
+Gradients chunked_wgrad(bool w_accumulator, const KernelInputs& in, const Precision& p, const ParamMap& prm,
+                        const torch::Tensor& dy, const std::vector<std::string>& wrt) {
+  const auto x = p.up(in.at("x")), w = p.up(in.at("W")), d = p.up(dy);
+  Gradients out;
+  for (const auto& name : wrt) {
+    if (name == "x") out["x"] = p.round_w(torch::matmul(d, w));
+    if (name != "W") continue;
+    const auto xs = x.reshape({-1, x.size(-1)}), ds = d.reshape({-1, d.size(-1)});
+    const auto parts = std::clamp<std::int64_t>(prm.integer("chunks"), 1, xs.size(0));
+    const auto xc = xs.tensor_split(parts, 0), dc = ds.tensor_split(parts, 0);
+    auto acc = torch::zeros({ds.size(-1), xs.size(-1)}, xs.options());
+    if (w_accumulator) acc = p.round_w(acc);
+    for (std::size_t i = 0; i < xc.size(); ++i) {
+      const auto partial = torch::matmul(dc[i].t(), xc[i]);
+      acc = w_accumulator ? p.round_w(p.up(acc) + partial) : acc + partial;
+    }
+    out["W"] = w_accumulator ? acc : p.round_w(acc);
+  }
+  return out;
+}
+
 std::vector<Variant> linear_variants() {
   std::vector<Variant> v;
   v.push_back(variant("fp32_fused_bias", "F.linear semantics: fp32 GEMM, bias added in fp32, one rounding",
@@ -90,6 +121,18 @@ std::vector<Variant> linear_variants() {
                       [](const KernelInputs& in, const Precision& p, const ParamMap&) {
                         return p.round_w(gemm(in.at("x"), in.at("W"), p));
                       }));
+  for (const bool w_acc : {true, false}) {
+    auto b = variant(w_acc ? "wgrad_chunked_w_accumulator" : "wgrad_chunked_fp32_accumulator",
+                     w_acc ? "fp32 GEMM forward; wgrad over token chunks added into a W dW buffer, every chunk's add "
+                             "rounding (BN18: axolotl#1601, Liger-Kernel#1391, OLMo-core#370, marin#8368)"
+                           : "fp32 GEMM forward; wgrad over token chunks accumulated in fp32, rounded once (BP6: "
+                             "Liger FLCE accum_dtype=float32)",
+                     [](const KernelInputs& in, const Precision& p, const ParamMap&) { return p.round_w(gemm(in.at("x"), in.at("W"), p)); },
+                     {param::integer("chunks", 16).at_least(1).doc("token chunks of the wgrad")});
+    b.backward = [w_acc](const KernelInputs& in, const Precision& p, const ParamMap& prm, const torch::Tensor& dy,
+                         const std::vector<std::string>& wrt) { return chunked_wgrad(w_acc, in, p, prm, dy, wrt); };
+    v.push_back(std::move(b));
+  }
   v.push_back(variant("splitk_w_partials",
                       "split-K GEMM whose partial sums are rounded to W and reduced in W (G6: modular#7165, "
                       "TE#3440, FlagGems#5876)",
@@ -259,6 +302,22 @@ void register_linear_family(Registry& registry) {
   f.bucket_ids = [](const std::string& axis, const ProbeContract&, at::IntArrayRef shape) {
     return token_channel_bucket_ids(axis, shape);
   };
+  Family::Gradient dx;
+  dx.schema = {"dx", "x", {"channel", "row"}, "", "gradient of the input, per token and input feature"};
+  dx.bucket_ids = [](const std::string& axis, const ProbeContract&, at::IntArrayRef shape) {
+    return token_channel_bucket_ids(axis, shape);
+  };
+  dx.reduction_size = [](const ProbeContract&) -> std::int64_t { return 0; };
+  f.gradients.push_back(std::move(dx));
+  Family::Gradient dw;
+  dw.schema = {"dW", "W", {"row", "column"}, "tokens", "gradient of the weight [out, in]: per output feature (row) or input feature (column)"};
+  dw.bucket_ids = [](const std::string& axis, const ProbeContract&, at::IntArrayRef shape) {
+    const auto rows = shape[0], cols = shape[1];
+    return axis == "column" ? torch::arange(cols, torch::kInt64).expand({rows, cols}).contiguous()
+                            : torch::arange(rows, torch::kInt64).unsqueeze(1).expand({rows, cols}).contiguous();
+  };
+  dw.reduction_size = [](const ProbeContract& probe) { return probe.params.integer("shape.tokens"); };
+  f.gradients.push_back(std::move(dw));
   for (auto& v : linear_variants()) f.variants.emplace(v.schema.name, std::move(v));
   registry.add_family(std::move(f));
 }

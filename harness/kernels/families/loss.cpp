@@ -22,6 +22,7 @@
 // targets.margin raises each target logit so rows are confident (p_t near 1), where BN16's
 // cancellation shows; N(0,1) logits give p_t ~ 1/V and hide it.
 #include <algorithm>
+#include <cmath>
 
 #include "harness/kernels/probe.hpp"
 #include "harness/kernels/registry.hpp"
@@ -109,6 +110,8 @@ enum class CeBackward {
   target_rmw_w,       // non-target lanes as one_store; the target lane stored as p·dy in W, then
                       // loaded and dy subtracted, stored again (Liger #1268; BN16)
   scalar_grad_output, // every token scaled by its replicate's first dy (Liger FLCE reduction='none'; BN19)
+  w_intermediate,     // softmax written to the W input buffer, then (p − onehot)·dy from it (TE fused CE; BN17)
+  filtered,           // vocabulary blocks whose softmax entries are all below filter_eps skipped (CCE; BN22, BP7)
 };
 
 torch::Tensor plain_ce(const KernelInputs& in, const Precision& p, const ParamMap&) {
@@ -143,6 +146,21 @@ Gradients ce_backward(CeBackward how, const KernelInputs& in, const Precision& p
   } else {
     prob = torch::softmax(z, -1);
   }
+  if (how == CeBackward::w_intermediate) prob = p.up(p.round_w(prob));
+  if (how == CeBackward::filtered && !p.is_exact()) {
+    // CCE skips a block of the vocabulary when no softmax entry in it reaches filter_eps:
+    // its gradient stays 0 (the skipped p·dy are small and positive: one-signed per row).
+    // The threshold is the working dtype's precision (CCE's "auto": 2^-12 for bf16), so the
+    // fp64 run filters nothing: the same real function, a precision shortcut.
+    const double eps = prm.number("filter_eps");
+    const auto block = prm.integer("block");
+    std::vector<torch::Tensor> kept;
+    for (const auto& c : prob.split(block, -1)) {
+      const auto live = (std::get<0>(c.max(-1, true)) >= eps).to(c.scalar_type());
+      kept.push_back(c * live);
+    }
+    prob = torch::cat(kept, -1);
+  }
   const auto dd = d.unsqueeze(-1);
   if (how == CeBackward::target_rmw_w) {
     auto g = p.round_w(prob * dd);  // every lane: p·dy stored in W
@@ -159,6 +177,10 @@ Variant ce_with_backward(std::string name, std::string description, CeBackward h
   std::vector<ParamSpec> params;
   if (how == CeBackward::from_online_lse)
     params.push_back(param::integer("chunk", 4096).at_least(1).doc("vocabulary chunk of the online log-sum-exp"));
+  if (how == CeBackward::filtered) {
+    params.push_back(param::number("filter_eps", 1.0 / 4096.0).at_least(0).doc("skip a vocabulary block whose softmax entries are all below this at the working precision (CCE's bf16 default 2^-12; 0: no filtering, cce_exact)"));
+    params.push_back(param::integer("block", 256).at_least(1).doc("vocabulary block of the filter"));
+  }
   auto v = variant(std::move(name), std::move(description), plain_ce, std::move(params));
   v.backward = [how](const KernelInputs& in, const Precision& p, const ParamMap& prm, const torch::Tensor& dy,
                      const std::vector<std::string>& wrt) { return ce_backward(how, in, p, prm, dy, wrt); };
@@ -180,11 +202,38 @@ std::vector<Variant> ce_backward_variants() {
                                "subtracted and stored again; (p_t - 1)·dy cancels after a W rounding (BN16; "
                                "Liger-Kernel#1329)",
                                CeBackward::target_rmw_w));
+  v.push_back(ce_with_backward("ce_bwd_w_intermediate",
+                               "TransformerEngine fused CE before #3193: the softmax written to the bf16 input buffer, "
+                               "(p - onehot)·dy formed from it and rounded again (BN17; TE#2325, Megatron-LM#7339)",
+                               CeBackward::w_intermediate));
+  v.push_back(ce_with_backward("cce_bwd_filtered",
+                               "cut cross-entropy backward with gradient filtering: vocabulary blocks whose softmax "
+                               "entries are all below filter_eps skipped (BN22; filter_eps 0 is cce_exact, BP7; "
+                               "apple/ml-cross-entropy#14, #18)",
+                               CeBackward::filtered));
   v.push_back(ce_with_backward("ce_bwd_scalar_grad_output",
                                "Liger FLCE with reduction='none': grad_output loaded as a scalar, every token scaled "
                                "by the first token's dy (BN19; Liger-Kernel#968, #1298)",
                                CeBackward::scalar_grad_output));
   return v;
+}
+
+// Final-logit soft-capping (Gemma 2: 30): z' = c·tanh(z/c) in fp32, then lse(z') − z'_t.
+// `padded_lanes`: the kernel's vocabulary rounded up to whole blocks of `block` lanes, the
+// padding loaded as −inf and soft-capped to the finite −c, so each padded lane adds e^(−c) to
+// the sum (unsloth#10616). Backwards by autograd.
+torch::Tensor softcapped_ce(const KernelInputs& in, const Precision& p, const ParamMap& prm, bool padded_lanes) {
+  const double c = prm.number("softcap");
+  const auto z = p.up(in.at("z"));
+  const auto zc = c * torch::tanh(z / c);
+  auto lse = torch::logsumexp(zc, -1);
+  if (padded_lanes) {
+    const auto vocab = z.size(-1), block = prm.integer("block");
+    const auto pad = (vocab + block - 1) / block * block - vocab;
+    if (pad > 0) lse = torch::logaddexp(lse, torch::full_like(lse, std::log(static_cast<double>(pad)) - c));
+  }
+  const auto zt = zc.gather(-1, in.at("t").unsqueeze(-1)).squeeze(-1);
+  return fp32_out(p, masked(lse - zt, in));
 }
 
 std::vector<Variant> loss_variants() {
@@ -273,6 +322,17 @@ std::vector<Variant> loss_variants() {
                         return fp32_out(p, loss / (counts.index_select(0, mb) * static_cast<double>(m)));
                       }));
   for (auto& b : ce_backward_variants()) v.push_back(std::move(b));
+  const ParamSpec softcap = param::number("softcap", 30.0).at_least(1e-3).doc("final-logit soft-cap c (Gemma 2: 30)");
+  v.push_back(variant("token_ce_softcap_fp32",
+                      "final-logit soft-cap c·tanh(z/c) in fp32, then logsumexp - z'_t in fp32 (Gemma 2's "
+                      "final_logit_softcapping before the loss)",
+                      [](const KernelInputs& in, const Precision& p, const ParamMap& prm) { return softcapped_ce(in, p, prm, false); },
+                      {softcap}));
+  v.push_back(variant("ce_softcap_padded_lanes",
+                      "fused soft-capped CE whose padded vocabulary lanes are loaded as -inf and soft-capped to -c, "
+                      "adding e^(-c) per padded lane to the sum, forward and backward (BN20: unsloth#10616)",
+                      [](const KernelInputs& in, const Precision& p, const ParamMap& prm) { return softcapped_ce(in, p, prm, true); },
+                      {softcap, param::integer("block", 4096).at_least(1).doc("vocabulary lanes per block (Triton BLOCK_SIZE)")}));
   return v;
 }
 

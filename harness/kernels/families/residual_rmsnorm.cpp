@@ -5,6 +5,13 @@
 // magnitudes); w [hidden] fixed. Output [B, tokens, 2·hidden]: h in the first half, y in the
 // second, so both stores are judged. Bucket axes: channel (2·hidden buckets: residual
 // channels then normalized channels; the default), row.
+//
+// Backward (issue 31): gradients dx, dr (x's shape; channel and row buckets; equal to each
+// other: h = x + r) and dw (one element per channel, a sum over the replicate's tokens). The
+// dy probe covers both outputs, the residual h and the normalized y. Autograd of each forward,
+// except the fused pre-norm backward replayed before and after quack#53 (BN9).
+#include <algorithm>
+
 #include "harness/kernels/probe.hpp"
 #include "harness/kernels/registry.hpp"
 
@@ -29,6 +36,36 @@ torch::Tensor hf_unfused(const KernelInputs& in, const Precision& p, const Param
   const auto u = p.up(h);
   const auto y = p.round_w(p.up(in.at("w")) * p.up(p.round_w(u * inverse_rms(u, prm.number("eps")))));
   return torch::cat({h, y}, -1);
+}
+
+torch::Tensor fused_fp32_rne(const KernelInputs& in, const Precision& p, const ParamMap& prm) {
+  const auto s = p.up(in.at("x")) + p.up(in.at("r"));
+  return torch::cat({p.round_w(s), p.round_w(s * inverse_rms(s, prm.number("eps")) * p.up(in.at("w")))}, -1);
+}
+
+// The fused pre-norm backward on fused_fp32_rne's forward, in fp32 with one rounding per
+// gradient. dy = [dh | dy_y]; with ŝ = s·rstd and m = dy_y·w the norm's backward is
+// norm_bwd(m) = rstd·(m − ŝ·mean(m·ŝ)) and
+//   ds = dh + norm_bwd(dy_y·w)      (right: the residual's gradient passes the norm by)
+//   ds = norm_bwd((dh + dy_y)·w)    (quack before #53: dres_out = (dres_out + dout)·dnorm(out))
+// dx = dr = ds, dw = Σ_tokens dy_y·ŝ.
+Gradients prenorm_backward(bool before_fix, const KernelInputs& in, const Precision& p, const ParamMap& prm,
+                           const torch::Tensor& dy, const std::vector<std::string>& wrt) {
+  const auto s = p.up(in.at("x")) + p.up(in.at("r"));
+  const auto rstd = inverse_rms(s, prm.number("eps"));
+  const auto shat = s * rstd;
+  const auto hidden = s.size(-1);
+  const auto d = p.up(dy);
+  const auto dh = d.narrow(-1, 0, hidden), dy_y = d.narrow(-1, hidden, hidden);
+  const auto w = p.up(in.at("w"));
+  const auto norm_bwd = [&](const torch::Tensor& m) { return rstd * (m - shat * (m * shat).mean(-1, true)); };
+  const auto ds = before_fix ? norm_bwd((dh + dy_y) * w) : dh + norm_bwd(dy_y * w);
+  Gradients out;
+  for (const auto& name : wrt) {
+    if (name == "x" || name == "r") out[name] = p.round_w(ds);
+    if (name == "w") out["w"] = p.round_w((dy_y * shat).reshape({-1, hidden}).sum(0));
+  }
+  return out;
 }
 
 std::vector<Variant> residual_variants() {
@@ -57,10 +94,7 @@ std::vector<Variant> residual_variants() {
   v.push_back(variant("fused_fp32_rne",
                       "fp32 residual sum s, stored to W by round-to-nearest; RMSNorm from the fp32 s, (s·rstd)·w in "
                       "fp32, one rounding (FlashInfer's FusedAddRMSNormKernel since flashinfer#587)",
-                      [](const KernelInputs& in, const Precision& p, const ParamMap& prm) {
-                        const auto s = p.up(in.at("x")) + p.up(in.at("r"));
-                        return torch::cat({p.round_w(s), p.round_w(s * inverse_rms(s, prm.number("eps")) * p.up(in.at("w")))}, -1);
-                      }));
+                      fused_fp32_rne));
   v.push_back(variant("fused_fp32_truncating",
                       "as fused_fp32_rne, but both stores truncate toward zero (N7: ROCm/aiter#5151, IRON#139, "
                       "tt-metal#57408)",
@@ -68,6 +102,17 @@ std::vector<Variant> residual_variants() {
                         const auto s = p.up(in.at("x")) + p.up(in.at("r"));
                         return torch::cat({p.trunc_w(s), p.trunc_w(s * inverse_rms(s, prm.number("eps")) * p.up(in.at("w")))}, -1);
                       }));
+  for (const bool before_fix : {false, true}) {
+    auto b = variant(before_fix ? "quack_prenorm_bwd_before_53" : "quack_prenorm_bwd",
+                     before_fix ? "fused pre-norm (residual add + RMSNorm) backward before quack#53: the residual's "
+                                  "gradient sent through the norm's backward with the output's (BN9)"
+                                : "fused pre-norm (residual add + RMSNorm) backward, fp32, one rounding per gradient: the "
+                                  "residual's gradient added after the norm's backward (quack#53's fix)",
+                     fused_fp32_rne);
+    b.backward = [before_fix](const KernelInputs& in, const Precision& p, const ParamMap& prm, const torch::Tensor& dy,
+                              const std::vector<std::string>& wrt) { return prenorm_backward(before_fix, in, p, prm, dy, wrt); };
+    v.push_back(std::move(b));
+  }
   return v;
 }
 
@@ -111,6 +156,24 @@ void register_residual_rmsnorm_family(Registry& registry) {
   f.bucket_ids = [](const std::string& axis, const ProbeContract&, at::IntArrayRef shape) {
     return token_channel_bucket_ids(axis, shape);
   };
+  for (const auto& [name, input] : {std::pair{"dx", "x"}, std::pair{"dr", "r"}}) {
+    Family::Gradient g;
+    g.schema = {name, input, {"channel", "row"}, "",
+                std::string("gradient of ") + (input[0] == 'x' ? "the block's output x" : "the residual r") +
+                    " [tokens, hidden] (dx = dr: h = x + r)"};
+    g.bucket_ids = [](const std::string& axis, const ProbeContract&, at::IntArrayRef shape) {
+      return token_channel_bucket_ids(axis, shape);
+    };
+    g.reduction_size = [](const ProbeContract&) -> std::int64_t { return 0; };
+    f.gradients.push_back(std::move(g));
+  }
+  Family::Gradient dw;
+  dw.schema = {"dw", "w", {"element"}, "tokens", "gradient of the norm weight: one element per channel, a sum over the replicate's tokens"};
+  dw.bucket_ids = [](const std::string&, const ProbeContract&, at::IntArrayRef shape) {
+    return torch::arange(shape.empty() ? 1 : shape.back(), torch::kInt64).reshape(shape);
+  };
+  dw.reduction_size = [](const ProbeContract& probe) { return probe.params.integer("shape.tokens"); };
+  f.gradients.push_back(std::move(dw));
   for (auto& v : residual_variants()) f.variants.emplace(v.schema.name, std::move(v));
   registry.add_family(std::move(f));
 }
