@@ -129,9 +129,7 @@ import json, sys
 def load(p):
     d = json.load(open(p))
     for r in d["results"]:
-        r.pop("runtime")  # how long it took, and where
-        for s in (r.get("sweep") or {}).get("settings", []):
-            s.pop("seconds")
+        r.pop("runtime")  # how long it took, and where (a sweep's per-setting seconds too)
     return d
 a, b = load(sys.argv[1]), load(sys.argv[2])
 assert a == b, "a case run in a child differs from the same case run in process"
