@@ -34,6 +34,7 @@ GradientPair::GradientPair(const contract::TestCase& tc, const kernels::Family& 
       device_(device),
       working_(numerics::Precision::working(tc.probe.dtype)),
       exact_(numerics::Precision::exact()),
+      flipping_(numerics::Precision::exact_flipping_near_ties(tc.probe.dtype)),
       working_dtype_(numerics::to_dtype(tc.probe.dtype)),
       fixed_cpu_(fixed_cpu),
       fixed_w_(to_inputs(fixed_cpu, device, std::nullopt)),
@@ -73,7 +74,7 @@ PairOutputs GradientPair::evaluate(std::uint64_t first, std::int64_t count) {
   runtime_.draw_seconds += seconds_since(td);
   const auto& input = gradient_.schema.input;
   const auto& bw = tc_.backward;
-  std::vector<torch::Tensor> ref, prod, oracle;
+  std::vector<torch::Tensor> ref, prod, oracle, oracle_alt;
   last_64_.clear();
   last_dy64_.clear();
   input_bytes_fp64_ = 0;
@@ -112,6 +113,15 @@ PairOutputs GradientPair::evaluate(std::uint64_t first, std::int64_t count) {
     ref.push_back(per_replicate(r));
     prod.push_back(per_replicate(p));
     oracle.push_back(per_replicate(o.to(torch::kFloat64)));
+    if (family_.selects) {
+      // A token whose top-k the working precision cannot resolve routes its gradient through
+      // either expert set: each side's error is taken against the closer of the two oracles.
+      auto alt = kernels::variant_vjp(ref_, in_64, wrt_, flipping_, tc_.reference.params, dy_64)[input];
+      if (!alt.defined() || alt.sizes() != o.sizes())
+        throw std::invalid_argument("reference variant '" + tc_.reference.variant + "' changed " + gradient_.schema.name +
+                                    "'s shape when near ties were flipped");
+      oracle_alt.push_back(per_replicate(alt.to(torch::kFloat64)));
+    }
     for (const auto& [n, t] : in_64.tensors()) input_bytes_fp64_ += static_cast<double>(t.nbytes());
     last_64_.push_back(in_64);
     last_dy64_.push_back(dy_64);
@@ -121,6 +131,7 @@ PairOutputs GradientPair::evaluate(std::uint64_t first, std::int64_t count) {
   out.ref = torch::cat(ref);
   out.prod = torch::cat(prod);
   out.oracle = torch::cat(oracle);
+  if (!oracle_alt.empty()) out.oracle_alt = torch::cat(oracle_alt);
   return out;
 }
 

@@ -47,7 +47,9 @@ class GradientPair final : public PairSource {
   const kernels::Variant& ref_;
   const kernels::Variant& prod_;
   torch::Device device_;
-  numerics::Precision working_, exact_;
+  // flipping_: the fp64 policy with near ties resolved the other way, the second oracle of a
+  // selecting family (a tie W cannot resolve is not an error, as in the forward).
+  numerics::Precision working_, exact_, flipping_;
   torch::Dtype working_dtype_;
   kernels::KernelInputs fixed_cpu_, fixed_w_, fixed_64_;
   bool fixed_input_ = false;  // the gradient's input is fixed across replicates (a weight)
