@@ -57,6 +57,14 @@ torch::Tensor token_channel_bucket_ids(const std::string& axis, at::IntArrayRef 
   return torch::arange(tokens, opts).unsqueeze(1).expand({tokens, channels}).contiguous();  // row
 }
 
+torch::Tensor element_bucket_ids(at::IntArrayRef shape) {
+  return torch::arange(shape.empty() ? 1 : shape.back(), torch::kInt64).reshape(shape);
+}
+
+torch::Tensor matrix_bucket_ids(const std::string& axis, at::IntArrayRef shape) {
+  return token_channel_bucket_ids(axis == "column" ? "channel" : "row", shape);
+}
+
 KernelInputs token_channel_activations(const ProbeContract& probe, const std::string& tokens_param,
                                        const std::string& channels_param, std::uint64_t seed) {
   InputStream stream(seed);

@@ -46,6 +46,11 @@ torch::Tensor shifted_gaussian(const ProbeContract& probe, std::int64_t rows, st
 // by the first. Shared by the families whose outputs have that shape.
 torch::Tensor token_channel_bucket_ids(const std::string& axis, at::IntArrayRef output_shape);
 
+// Buckets of a weight's gradient (issue 31). A vector [n]: one bucket per element. A matrix
+// [rows, cols]: "column" buckets by the column, any other axis ("row", "expert") by the row.
+torch::Tensor element_bucket_ids(at::IntArrayRef shape);
+torch::Tensor matrix_bucket_ids(const std::string& axis, at::IntArrayRef shape);
+
 // One replicate's activations x [tokens, channels], with the shape read from the named
 // probe parameters.
 KernelInputs token_channel_activations(const ProbeContract& probe, const std::string& tokens_param,

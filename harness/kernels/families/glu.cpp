@@ -150,12 +150,7 @@ void register_glu_family(Registry& registry) {
     Family::Gradient dw;
     dw.schema = {name, input, {"row", "column"}, "tokens",
                  std::string("gradient of ") + input + " [intermediate, hidden]: per output row (intermediate unit) or input column"};
-    // row: the bucket of element (i, h) is i; column: h.
-    dw.bucket_ids = [](const std::string& axis, const ProbeContract&, at::IntArrayRef shape) {
-      const auto rows = shape[0], cols = shape[1];
-      return axis == "column" ? torch::arange(cols, torch::kInt64).expand({rows, cols}).contiguous()
-                              : torch::arange(rows, torch::kInt64).unsqueeze(1).expand({rows, cols}).contiguous();
-    };
+    dw.bucket_ids = [](const std::string& axis, const ProbeContract&, at::IntArrayRef shape) { return matrix_bucket_ids(axis, shape); };
     dw.reduction_size = [](const ProbeContract& probe) { return probe.params.integer("shape.tokens"); };
     f.gradients.push_back(std::move(dw));
   }

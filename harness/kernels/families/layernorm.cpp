@@ -206,9 +206,7 @@ void register_layernorm_family(Registry& registry) {
     dw.schema = {name, input, {"element"}, "tokens",
                  std::string("gradient of the ") + (input[0] == 'g' ? "gain" : "bias") +
                      ": one element per channel, a sum over the replicate's tokens"};
-    dw.bucket_ids = [](const std::string&, const ProbeContract&, at::IntArrayRef shape) {
-      return torch::arange(shape.empty() ? 1 : shape.back(), torch::kInt64).reshape(shape);
-    };
+    dw.bucket_ids = [](const std::string&, const ProbeContract&, at::IntArrayRef shape) { return element_bucket_ids(shape); };
     dw.reduction_size = [](const ProbeContract& probe) { return probe.params.integer("shape.tokens"); };
     f.gradients.push_back(std::move(dw));
   }

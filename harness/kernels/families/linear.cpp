@@ -311,11 +311,7 @@ void register_linear_family(Registry& registry) {
   f.gradients.push_back(std::move(dx));
   Family::Gradient dw;
   dw.schema = {"dW", "W", {"row", "column"}, "tokens", "gradient of the weight [out, in]: per output feature (row) or input feature (column)"};
-  dw.bucket_ids = [](const std::string& axis, const ProbeContract&, at::IntArrayRef shape) {
-    const auto rows = shape[0], cols = shape[1];
-    return axis == "column" ? torch::arange(cols, torch::kInt64).expand({rows, cols}).contiguous()
-                            : torch::arange(rows, torch::kInt64).unsqueeze(1).expand({rows, cols}).contiguous();
-  };
+  dw.bucket_ids = [](const std::string& axis, const ProbeContract&, at::IntArrayRef shape) { return matrix_bucket_ids(axis, shape); };
   dw.reduction_size = [](const ProbeContract& probe) { return probe.params.integer("shape.tokens"); };
   f.gradients.push_back(std::move(dw));
   for (auto& v : linear_variants()) f.variants.emplace(v.schema.name, std::move(v));

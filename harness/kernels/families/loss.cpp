@@ -94,6 +94,27 @@ torch::Tensor lse_form(const torch::Tensor& lse, const torch::Tensor& zt, const 
   return lse - e * z_sum / static_cast<double>(vocab) - (1.0 - e) * zt;
 }
 
+// The online log-sum-exp over vocabulary chunks in the accumulation dtype: running max m and
+// sum d, d·exp(m − m_new) + Σ exp(z − m_new) per chunk, lse = m + log d; and Σz, which label
+// smoothing needs. Returns {lse, Σz}.
+std::pair<torch::Tensor, torch::Tensor> online_lse(const torch::Tensor& z, std::int64_t chunk) {
+  torch::Tensor m, d, z_sum;
+  for (const auto& c : z.split(chunk, -1)) {
+    const auto c_max = std::get<0>(c.max(-1));
+    if (!m.defined()) {
+      m = c_max;
+      d = torch::exp(c - m.unsqueeze(-1)).sum(-1);
+      z_sum = c.sum(-1);
+    } else {
+      const auto m_new = torch::maximum(m, c_max);
+      d = d * torch::exp(m - m_new) + torch::exp(c - m_new.unsqueeze(-1)).sum(-1);
+      m = m_new;
+      z_sum = z_sum + c.sum(-1);
+    }
+  }
+  return {m + torch::log(d), z_sum};
+}
+
 // + coef·lse·lse (Liger's lse_square_scale, flash-attn's and t5x's z-loss), when coef > 0.
 torch::Tensor with_z_loss(const torch::Tensor& loss, const torch::Tensor& lse, double coef) {
   return coef > 0.0 ? loss + coef * lse * lse : loss;
@@ -130,19 +151,7 @@ Gradients ce_backward(CeBackward how, const KernelInputs& in, const Precision& p
   d = d * in.at("valid").to(z.scalar_type());  // ignored tokens get no gradient
   torch::Tensor prob;
   if (how == CeBackward::from_online_lse) {
-    torch::Tensor m, s;
-    for (const auto& c : z.split(prm.integer("chunk"), -1)) {
-      const auto c_max = std::get<0>(c.max(-1));
-      if (!m.defined()) {
-        m = c_max;
-        s = torch::exp(c - m.unsqueeze(-1)).sum(-1);
-      } else {
-        const auto m_new = torch::maximum(m, c_max);
-        s = s * torch::exp(m - m_new) + torch::exp(c - m_new.unsqueeze(-1)).sum(-1);
-        m = m_new;
-      }
-    }
-    prob = torch::exp(z - (m + torch::log(s)).unsqueeze(-1));
+    prob = torch::exp(z - online_lse(z, prm.integer("chunk")).first.unsqueeze(-1));
   } else {
     prob = torch::softmax(z, -1);
   }
@@ -275,21 +284,7 @@ std::vector<Variant> loss_variants() {
       [](const KernelInputs& in, const Precision& p, const ParamMap& prm) {
         const auto z = p.up(in.at("z"));
         const auto zt = z.gather(-1, in.at("t").unsqueeze(-1)).squeeze(-1);
-        torch::Tensor m, d, z_sum;
-        for (const auto& c : z.split(prm.integer("chunk"), -1)) {
-          const auto c_max = std::get<0>(c.max(-1));
-          if (!m.defined()) {
-            m = c_max;
-            d = torch::exp(c - m.unsqueeze(-1)).sum(-1);
-            z_sum = c.sum(-1);
-          } else {
-            const auto m_new = torch::maximum(m, c_max);
-            d = d * torch::exp(m - m_new) + torch::exp(c - m_new.unsqueeze(-1)).sum(-1);
-            m = m_new;
-            z_sum = z_sum + c.sum(-1);
-          }
-        }
-        const auto lse = m + torch::log(d);
+        const auto [lse, z_sum] = online_lse(z, prm.integer("chunk"));
         return fp32_out(p, masked(with_z_loss(lse_form(lse, zt, z_sum, z.size(-1), prm.number("label_smoothing")),
                                               lse, prm.number("z_loss")),
                                   in));

@@ -169,9 +169,7 @@ void register_residual_rmsnorm_family(Registry& registry) {
   }
   Family::Gradient dw;
   dw.schema = {"dw", "w", {"element"}, "tokens", "gradient of the norm weight: one element per channel, a sum over the replicate's tokens"};
-  dw.bucket_ids = [](const std::string&, const ProbeContract&, at::IntArrayRef shape) {
-    return torch::arange(shape.empty() ? 1 : shape.back(), torch::kInt64).reshape(shape);
-  };
+  dw.bucket_ids = [](const std::string&, const ProbeContract&, at::IntArrayRef shape) { return element_bucket_ids(shape); };
   dw.reduction_size = [](const ProbeContract& probe) { return probe.params.integer("shape.tokens"); };
   f.gradients.push_back(std::move(dw));
   for (auto& v : residual_variants()) f.variants.emplace(v.schema.name, std::move(v));

@@ -353,9 +353,7 @@ void register_rmsnorm_family(Registry& registry) {
   dx.reduction_size = [](const ProbeContract&) -> std::int64_t { return 0; };
   Family::Gradient dw;
   dw.schema = {"dw", "w", {"element"}, "tokens", "gradient of the weight: one element per channel, a sum over the replicate's tokens"};
-  dw.bucket_ids = [](const std::string&, const ProbeContract&, at::IntArrayRef shape) {
-    return torch::arange(shape.empty() ? 1 : shape.back(), torch::kInt64).reshape(shape);
-  };
+  dw.bucket_ids = [](const std::string&, const ProbeContract&, at::IntArrayRef shape) { return element_bucket_ids(shape); };
   dw.reduction_size = [](const ProbeContract& probe) { return probe.params.integer("shape.tokens"); };
   f.gradients = {std::move(dx), std::move(dw)};
   for (auto& v : rmsnorm_variants()) f.variants.emplace(v.schema.name, std::move(v));

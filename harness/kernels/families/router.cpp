@@ -251,11 +251,7 @@ void register_router_family(Registry& registry) {
   Family::Gradient dw;
   dw.schema = {"dw_router", "W_router", {"expert", "column"}, "tokens",
                "gradient of the router weight [experts, hidden]: per expert (row) or hidden unit (column)"};
-  dw.bucket_ids = [](const std::string& axis, const ProbeContract&, at::IntArrayRef shape) {
-    const auto rows = shape[0], cols = shape[1];
-    return axis == "column" ? torch::arange(cols, torch::kInt64).expand({rows, cols}).contiguous()
-                            : torch::arange(rows, torch::kInt64).unsqueeze(1).expand({rows, cols}).contiguous();
-  };
+  dw.bucket_ids = [](const std::string& axis, const ProbeContract&, at::IntArrayRef shape) { return matrix_bucket_ids(axis, shape); };
   dw.reduction_size = [](const ProbeContract& probe) { return probe.params.integer("shape.tokens"); };
   f.gradients.push_back(std::move(dw));
   for (auto& v : router_variants()) f.variants.emplace(v.schema.name, std::move(v));
