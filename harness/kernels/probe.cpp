@@ -65,6 +65,36 @@ torch::Tensor matrix_bucket_ids(const std::string& axis, at::IntArrayRef shape) 
   return token_channel_bucket_ids(axis == "column" ? "channel" : "row", shape);
 }
 
+Family::Gradient input_gradient(GradientSchema schema, GradientBuckets bucket_ids) {
+  Family::Gradient g;
+  g.schema = std::move(schema);
+  g.bucket_ids = std::move(bucket_ids);
+  g.reduction_size = [](const ProbeContract&) -> std::int64_t { return 0; };
+  return g;
+}
+
+Family::Gradient weight_gradient(GradientSchema schema, GradientBuckets bucket_ids, std::string reduction_param) {
+  Family::Gradient g;
+  g.schema = std::move(schema);
+  g.bucket_ids = std::move(bucket_ids);
+  g.reduction_size = [param = std::move(reduction_param)](const ProbeContract& probe) { return probe.params.integer(param); };
+  return g;
+}
+
+GradientBuckets token_channel_buckets(std::string row_axis) {
+  return [row_axis = std::move(row_axis)](const std::string& axis, const ProbeContract&, at::IntArrayRef shape) {
+    return token_channel_bucket_ids(axis == row_axis ? "row" : axis, shape);
+  };
+}
+
+GradientBuckets element_buckets() {
+  return [](const std::string&, const ProbeContract&, at::IntArrayRef shape) { return element_bucket_ids(shape); };
+}
+
+GradientBuckets matrix_buckets() {
+  return [](const std::string& axis, const ProbeContract&, at::IntArrayRef shape) { return matrix_bucket_ids(axis, shape); };
+}
+
 KernelInputs token_channel_activations(const ProbeContract& probe, const std::string& tokens_param,
                                        const std::string& channels_param, std::uint64_t seed) {
   InputStream stream(seed);

@@ -4,6 +4,7 @@
 #include "harness/numerics/torch_api.hpp"
 
 #include <cstdint>
+#include <functional>
 
 #include "harness/kernels/registry.hpp"
 #include "harness/kernels/schema.hpp"
@@ -50,6 +51,18 @@ torch::Tensor token_channel_bucket_ids(const std::string& axis, at::IntArrayRef 
 // [rows, cols]: "column" buckets by the column, any other axis ("row", "expert") by the row.
 torch::Tensor element_bucket_ids(at::IntArrayRef shape);
 torch::Tensor matrix_bucket_ids(const std::string& axis, at::IntArrayRef shape);
+
+// A family's gradient declarations (issue 31). input_gradient: of a per-replicate input, in its
+// shape, nothing summed within a replicate (N = 0). weight_gradient: of a fixed weight, a sum
+// over the replicate's `reduction_param` (N is that probe parameter, e.g. shape.tokens).
+using GradientBuckets = std::function<torch::Tensor(const std::string& axis, const ProbeContract&, at::IntArrayRef shape)>;
+Family::Gradient input_gradient(GradientSchema schema, GradientBuckets bucket_ids);
+Family::Gradient weight_gradient(GradientSchema schema, GradientBuckets bucket_ids, std::string reduction_param);
+// The same bucket rules as GradientBuckets: [tokens, channels] gradients (token_channel_bucket_ids,
+// `row_axis` read as "row"), a weight vector's elements, a weight matrix's rows or columns.
+GradientBuckets token_channel_buckets(std::string row_axis = "row");
+GradientBuckets element_buckets();
+GradientBuckets matrix_buckets();
 
 // One replicate's activations x [tokens, channels], with the shape read from the named
 // probe parameters.

@@ -157,13 +157,8 @@ void register_activation_family(Registry& registry) {
   f.bucket_ids = [](const std::string& axis, const ProbeContract&, at::IntArrayRef shape) {
     return token_channel_bucket_ids(axis, shape);
   };
-  Family::Gradient dx;
-  dx.schema = {"dx", "x", {"channel", "row"}, "", "gradient of the pre-activation, per token and channel"};
-  dx.bucket_ids = [](const std::string& axis, const ProbeContract&, at::IntArrayRef shape) {
-    return token_channel_bucket_ids(axis, shape);
-  };
-  dx.reduction_size = [](const ProbeContract&) -> std::int64_t { return 0; };
-  f.gradients = {std::move(dx)};
+  f.gradients = {input_gradient({"dx", "x", {"channel", "row"}, "", "gradient of the pre-activation, per token and channel"},
+                                 token_channel_buckets())};
   for (auto& v : activation_variants()) f.variants.emplace(v.schema.name, std::move(v));
   registry.add_family(std::move(f));
 }

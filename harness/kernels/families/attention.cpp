@@ -479,16 +479,17 @@ void register_attention_family(Registry& registry) {
   };
   const auto head_position_ids = f.bucket_ids;
   for (const auto& [name, input] : {std::pair{"dq", "q"}, std::pair{"dk", "k"}, std::pair{"dv", "v"}}) {
-    Family::Gradient g;
     const bool query = input[0] == 'q';
-    g.schema = {name, input, {"head", "position", "head_position"}, query ? "" : "queries",
-                query ? std::string("gradient of the queries [heads, tokens, head_dim]")
-                      : std::string("gradient of ") + input + " [kv_heads, kv_tokens, head_dim]: a sum over the queries attending each key"};
-    g.bucket_ids = head_position_ids;
-    g.reduction_size = [query](const ProbeContract& probe) -> std::int64_t {
-      if (query) return 0;
-      return probe.params.integer("shape.tokens") * (probe.params.integer("shape.heads") / probe.params.integer("shape.kv_heads"));
-    };
+    auto g = input_gradient({name, input, {"head", "position", "head_position"}, query ? "" : "queries",
+                             query ? std::string("gradient of the queries [heads, tokens, head_dim]")
+                                   : std::string("gradient of ") + input +
+                                         " [kv_heads, kv_tokens, head_dim]: a sum over the queries attending each key"},
+                            head_position_ids);
+    // dk and dv sum over the queries of their kv head's group.
+    if (!query)
+      g.reduction_size = [](const ProbeContract& probe) -> std::int64_t {
+        return probe.params.integer("shape.tokens") * (probe.params.integer("shape.heads") / probe.params.integer("shape.kv_heads"));
+      };
     f.gradients.push_back(std::move(g));
   }
   for (auto& v : attention_variants()) f.variants.emplace(v.schema.name, std::move(v));

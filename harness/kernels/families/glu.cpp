@@ -139,20 +139,12 @@ void register_glu_family(Registry& registry) {
   f.bucket_ids = [](const std::string& axis, const ProbeContract&, at::IntArrayRef shape) {
     return token_channel_bucket_ids(axis, shape);
   };
-  Family::Gradient dx;
-  dx.schema = {"dx", "x", {"channel", "row"}, "", "gradient of the input, per token and hidden unit"};
-  dx.bucket_ids = [](const std::string& axis, const ProbeContract&, at::IntArrayRef shape) {
-    return token_channel_bucket_ids(axis, shape);
-  };
-  dx.reduction_size = [](const ProbeContract&) -> std::int64_t { return 0; };
-  f.gradients.push_back(std::move(dx));
+  f.gradients.push_back(input_gradient({"dx", "x", {"channel", "row"}, "", "gradient of the input, per token and hidden unit"}, token_channel_buckets()));
   for (const auto& [name, input] : {std::pair{"dwg", "Wg"}, std::pair{"dwu", "Wu"}}) {
-    Family::Gradient dw;
-    dw.schema = {name, input, {"row", "column"}, "tokens",
-                 std::string("gradient of ") + input + " [intermediate, hidden]: per output row (intermediate unit) or input column"};
-    dw.bucket_ids = [](const std::string& axis, const ProbeContract&, at::IntArrayRef shape) { return matrix_bucket_ids(axis, shape); };
-    dw.reduction_size = [](const ProbeContract& probe) { return probe.params.integer("shape.tokens"); };
-    f.gradients.push_back(std::move(dw));
+    f.gradients.push_back(weight_gradient(
+        {name, input, {"row", "column"}, "tokens",
+         std::string("gradient of ") + input + " [intermediate, hidden]: per output row (intermediate unit) or input column"},
+        matrix_buckets(), "shape.tokens"));
   }
   for (auto& v : glu_variants()) f.variants.emplace(v.schema.name, std::move(v));
   registry.add_family(std::move(f));

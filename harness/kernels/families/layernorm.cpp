@@ -89,7 +89,12 @@ Gradients layernorm_backward(const LayerNormReplay& how, const KernelInputs& in,
   return out;
 }
 
-torch::Tensor two_pass(const KernelInputs& in, const Precision& p, const ParamMap& prm);
+torch::Tensor two_pass(const KernelInputs& in, const Precision& p, const ParamMap& prm) {
+  const auto u = p.up(in.at("x"));
+  const auto mu = u.mean(-1, true);
+  const auto var = (u - mu).pow(2).mean(-1, true);
+  return p.round_w(affine((u - mu) * torch::rsqrt(var + prm.number("eps")), in, p));
+}
 
 Variant with_backward(std::string name, std::string description, LayerNormReplay how) {
   std::vector<ParamSpec> params = kEpsParam;
@@ -118,13 +123,6 @@ std::vector<Variant> backward_variants() {
                             "the dgamma partials (BN3; pytorch#140259)",
                             {.stats_in_w = true}));
   return v;
-}
-
-torch::Tensor two_pass(const KernelInputs& in, const Precision& p, const ParamMap& prm) {
-  const auto u = p.up(in.at("x"));
-  const auto mu = u.mean(-1, true);
-  const auto var = (u - mu).pow(2).mean(-1, true);
-  return p.round_w(affine((u - mu) * torch::rsqrt(var + prm.number("eps")), in, p));
 }
 
 std::vector<Variant> layernorm_variants() {
@@ -194,21 +192,12 @@ void register_layernorm_family(Registry& registry) {
   f.bucket_ids = [](const std::string& axis, const ProbeContract&, at::IntArrayRef shape) {
     return token_channel_bucket_ids(axis, shape);
   };
-  Family::Gradient dx;
-  dx.schema = {"dx", "x", {"channel", "row"}, "", "gradient of the input, per token and channel"};
-  dx.bucket_ids = [](const std::string& axis, const ProbeContract&, at::IntArrayRef shape) {
-    return token_channel_bucket_ids(axis, shape);
-  };
-  dx.reduction_size = [](const ProbeContract&) -> std::int64_t { return 0; };
-  f.gradients.push_back(std::move(dx));
+  f.gradients.push_back(input_gradient({"dx", "x", {"channel", "row"}, "", "gradient of the input, per token and channel"}, token_channel_buckets()));
   for (const auto& [name, input] : {std::pair{"dg", "g"}, std::pair{"db", "b"}}) {
-    Family::Gradient dw;
-    dw.schema = {name, input, {"element"}, "tokens",
-                 std::string("gradient of the ") + (input[0] == 'g' ? "gain" : "bias") +
-                     ": one element per channel, a sum over the replicate's tokens"};
-    dw.bucket_ids = [](const std::string&, const ProbeContract&, at::IntArrayRef shape) { return element_bucket_ids(shape); };
-    dw.reduction_size = [](const ProbeContract& probe) { return probe.params.integer("shape.tokens"); };
-    f.gradients.push_back(std::move(dw));
+    f.gradients.push_back(weight_gradient({name, input, {"element"}, "tokens",
+                                           std::string("gradient of the ") + (input[0] == 'g' ? "gain" : "bias") +
+                                               ": one element per channel, a sum over the replicate's tokens"},
+                                          element_buckets(), "shape.tokens"));
   }
   for (auto& v : layernorm_variants()) f.variants.emplace(v.schema.name, std::move(v));
   registry.add_family(std::move(f));

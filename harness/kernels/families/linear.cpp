@@ -302,18 +302,10 @@ void register_linear_family(Registry& registry) {
   f.bucket_ids = [](const std::string& axis, const ProbeContract&, at::IntArrayRef shape) {
     return token_channel_bucket_ids(axis, shape);
   };
-  Family::Gradient dx;
-  dx.schema = {"dx", "x", {"channel", "row"}, "", "gradient of the input, per token and input feature"};
-  dx.bucket_ids = [](const std::string& axis, const ProbeContract&, at::IntArrayRef shape) {
-    return token_channel_bucket_ids(axis, shape);
-  };
-  dx.reduction_size = [](const ProbeContract&) -> std::int64_t { return 0; };
-  f.gradients.push_back(std::move(dx));
-  Family::Gradient dw;
-  dw.schema = {"dW", "W", {"row", "column"}, "tokens", "gradient of the weight [out, in]: per output feature (row) or input feature (column)"};
-  dw.bucket_ids = [](const std::string& axis, const ProbeContract&, at::IntArrayRef shape) { return matrix_bucket_ids(axis, shape); };
-  dw.reduction_size = [](const ProbeContract& probe) { return probe.params.integer("shape.tokens"); };
-  f.gradients.push_back(std::move(dw));
+  f.gradients.push_back(input_gradient({"dx", "x", {"channel", "row"}, "", "gradient of the input, per token and input feature"}, token_channel_buckets()));
+  f.gradients.push_back(weight_gradient(
+      {"dW", "W", {"row", "column"}, "tokens", "gradient of the weight [out, in]: per output feature (row) or input feature (column)"},
+      matrix_buckets(), "shape.tokens"));
   for (auto& v : linear_variants()) f.variants.emplace(v.schema.name, std::move(v));
   registry.add_family(std::move(f));
 }

@@ -401,17 +401,14 @@ void register_loss_family(Registry& registry) {
     return ids;
   };
   f.output_format = [](const ProbeContract&) { return stats::FloatFormat::fp32; };
-  Family::Gradient dz;
-  dz.schema = {"dlogits", "z", {"position", "microbatch"}, "",
-               "gradient of the logits [tokens, vocab]: one bucket per token (or micro-batch), pooling its vocabulary"};
-  dz.bucket_ids = [](const std::string& axis, const ProbeContract& probe, at::IntArrayRef shape) {
-    const auto rows = shape[0], vocab = shape[1];
-    auto ids = torch::arange(rows, torch::TensorOptions().dtype(torch::kInt64));
-    if (axis == "microbatch") ids = torch::div(ids, probe.params.integer("shape.tokens"), "floor");
-    return ids.unsqueeze(1).expand({rows, vocab}).contiguous();
-  };
-  dz.reduction_size = [](const ProbeContract&) -> std::int64_t { return 0; };
-  f.gradients.push_back(std::move(dz));
+  // The forward's per-token buckets, spread over each row's vocabulary.
+  const auto token_ids = f.bucket_ids;
+  f.gradients.push_back(input_gradient(
+      {"dlogits", "z", {"position", "microbatch"}, "",
+       "gradient of the logits [tokens, vocab]: one bucket per token (or micro-batch), pooling its vocabulary"},
+      [token_ids](const std::string& axis, const ProbeContract& probe, at::IntArrayRef shape) {
+        return token_ids(axis, probe, shape.slice(0, 1)).unsqueeze(1).expand({shape[0], shape[1]}).contiguous();
+      }));
   for (auto& v : loss_variants()) f.variants.emplace(v.schema.name, std::move(v));
   registry.add_family(std::move(f));
 }

@@ -157,21 +157,14 @@ void register_residual_rmsnorm_family(Registry& registry) {
     return token_channel_bucket_ids(axis, shape);
   };
   for (const auto& [name, input] : {std::pair{"dx", "x"}, std::pair{"dr", "r"}}) {
-    Family::Gradient g;
-    g.schema = {name, input, {"channel", "row"}, "",
-                std::string("gradient of ") + (input[0] == 'x' ? "the block's output x" : "the residual r") +
-                    " [tokens, hidden] (dx = dr: h = x + r)"};
-    g.bucket_ids = [](const std::string& axis, const ProbeContract&, at::IntArrayRef shape) {
-      return token_channel_bucket_ids(axis, shape);
-    };
-    g.reduction_size = [](const ProbeContract&) -> std::int64_t { return 0; };
-    f.gradients.push_back(std::move(g));
+    f.gradients.push_back(input_gradient({name, input, {"channel", "row"}, "",
+                                          std::string("gradient of ") + (input[0] == 'x' ? "the block's output x" : "the residual r") +
+                                              " [tokens, hidden] (dx = dr: h = x + r)"},
+                                         token_channel_buckets()));
   }
-  Family::Gradient dw;
-  dw.schema = {"dw", "w", {"element"}, "tokens", "gradient of the norm weight: one element per channel, a sum over the replicate's tokens"};
-  dw.bucket_ids = [](const std::string&, const ProbeContract&, at::IntArrayRef shape) { return element_bucket_ids(shape); };
-  dw.reduction_size = [](const ProbeContract& probe) { return probe.params.integer("shape.tokens"); };
-  f.gradients.push_back(std::move(dw));
+  f.gradients.push_back(weight_gradient(
+      {"dw", "w", {"element"}, "tokens", "gradient of the norm weight: one element per channel, a sum over the replicate's tokens"},
+      element_buckets(), "shape.tokens"));
   for (auto& v : residual_variants()) f.variants.emplace(v.schema.name, std::move(v));
   registry.add_family(std::move(f));
 }

@@ -345,17 +345,11 @@ void register_rmsnorm_family(Registry& registry) {
   f.bucket_ids = [](const std::string& axis, const ProbeContract&, at::IntArrayRef shape) {
     return token_channel_bucket_ids(axis, shape);
   };
-  Family::Gradient dx;
-  dx.schema = {"dx", "x", {"channel", "row"}, "", "gradient of the input, per token and channel"};
-  dx.bucket_ids = [](const std::string& axis, const ProbeContract&, at::IntArrayRef shape) {
-    return token_channel_bucket_ids(axis, shape);
-  };
-  dx.reduction_size = [](const ProbeContract&) -> std::int64_t { return 0; };
-  Family::Gradient dw;
-  dw.schema = {"dw", "w", {"element"}, "tokens", "gradient of the weight: one element per channel, a sum over the replicate's tokens"};
-  dw.bucket_ids = [](const std::string&, const ProbeContract&, at::IntArrayRef shape) { return element_bucket_ids(shape); };
-  dw.reduction_size = [](const ProbeContract& probe) { return probe.params.integer("shape.tokens"); };
-  f.gradients = {std::move(dx), std::move(dw)};
+  f.gradients = {
+      input_gradient({"dx", "x", {"channel", "row"}, "", "gradient of the input, per token and channel"},
+                     token_channel_buckets()),
+      weight_gradient({"dw", "w", {"element"}, "tokens", "gradient of the weight: one element per channel, a sum over the replicate's tokens"},
+                      element_buckets(), "shape.tokens")};
   for (auto& v : rmsnorm_variants()) f.variants.emplace(v.schema.name, std::move(v));
   registry.add_family(std::move(f));
 }

@@ -29,14 +29,16 @@ torch::Tensor neox(const KernelInputs& in, const Precision& p, const torch::Tens
   return p.round_w(rotate_half_split(p.up(in.at("x")), torch::cos(th), torch::sin(th)));
 }
 
+// HF's apply_rotary_pos_emb: fp32 inverse frequencies, angles and tables, one rounding.
+torch::Tensor neox_fp32(const KernelInputs& in, const Precision& p, const ParamMap& prm) {
+  const auto& x = in.at("x");
+  const auto inv = inverse_frequencies(p, x.size(-1), prm.number("base"), p.up(x));
+  return neox(in, p, angles(p.up(in.at("pos")), inv));
+}
+
 std::vector<Variant> rope_variants() {
   std::vector<Variant> v;
-  v.push_back(variant("neox_fp32", "HF/NeoX half-split rotation, fp32 inv_freq, angles and tables, one rounding",
-                      [](const KernelInputs& in, const Precision& p, const ParamMap& prm) {
-                        const auto& x = in.at("x");
-                        const auto inv = inverse_frequencies(p, x.size(-1), prm.number("base"), p.up(x));
-                        return neox(in, p, angles(p.up(in.at("pos")), inv));
-                      }));
+  v.push_back(variant("neox_fp32", "HF/NeoX half-split rotation, fp32 inv_freq, angles and tables, one rounding", neox_fp32));
   v.push_back(variant(
       "gptj_pairs_fp32",
       "GPT-J/Meta adjacent-pair rotation (2i, 2i+1) applied to half-split data (R1: transformers#25199)",
@@ -141,12 +143,7 @@ std::vector<Variant> rope_variants() {
                                     -1);
         return p.round_w(out);
       }));
-  // Explicit backwards: the forward is neox_fp32's.
-  const auto neox_fp32 = [](const KernelInputs& in, const Precision& p, const ParamMap& prm) {
-    const auto& x = in.at("x");
-    const auto inv = inverse_frequencies(p, x.size(-1), prm.number("base"), p.up(x));
-    return neox(in, p, angles(p.up(in.at("pos")), inv));
-  };
+  // Explicit backwards, on neox_fp32's forward.
   {
     auto b = variant("neox_bwd_inverse_rotation",
                      "fused RoPE whose backward is the forward rotation with sin negated, fp32 tables, dy rotated "
@@ -210,12 +207,9 @@ void register_rope_family(Registry& registry) {
   f.make_fixed = [](const ProbeContract& probe, std::uint64_t) { return position_inputs(probe); };
   f.make_replicate = make_replicate;
   f.bucket_ids = bucket_ids;
-  Family::Gradient dx;
-  dx.schema = {"dx", "x", {"position_frequency", "position", "head"}, "",
-               "gradient of the input [tokens, heads, head_dim], per (position, frequency pair)"};
-  dx.bucket_ids = bucket_ids;
-  dx.reduction_size = [](const ProbeContract&) -> std::int64_t { return 0; };
-  f.gradients.push_back(std::move(dx));
+  f.gradients.push_back(input_gradient({"dx", "x", {"position_frequency", "position", "head"}, "",
+                                        "gradient of the input [tokens, heads, head_dim], per (position, frequency pair)"},
+                                       bucket_ids));
   for (auto& v : rope_variants()) f.variants.emplace(v.schema.name, std::move(v));
   registry.add_family(std::move(f));
 }

@@ -241,19 +241,12 @@ void register_router_family(Registry& registry) {
   f.bucket_ids = [](const std::string& axis, const ProbeContract&, at::IntArrayRef shape) {
     return token_channel_bucket_ids(axis == "token" ? "row" : "channel", shape);
   };
-  Family::Gradient dh;
-  dh.schema = {"dh", "h", {"channel", "token"}, "", "gradient of the hidden states, per token and hidden unit"};
-  dh.bucket_ids = [](const std::string& axis, const ProbeContract&, at::IntArrayRef shape) {
-    return token_channel_bucket_ids(axis == "token" ? "row" : "channel", shape);
-  };
-  dh.reduction_size = [](const ProbeContract&) -> std::int64_t { return 0; };
-  f.gradients.push_back(std::move(dh));
-  Family::Gradient dw;
-  dw.schema = {"dw_router", "W_router", {"expert", "column"}, "tokens",
-               "gradient of the router weight [experts, hidden]: per expert (row) or hidden unit (column)"};
-  dw.bucket_ids = [](const std::string& axis, const ProbeContract&, at::IntArrayRef shape) { return matrix_bucket_ids(axis, shape); };
-  dw.reduction_size = [](const ProbeContract& probe) { return probe.params.integer("shape.tokens"); };
-  f.gradients.push_back(std::move(dw));
+  f.gradients.push_back(input_gradient(
+      {"dh", "h", {"channel", "token"}, "", "gradient of the hidden states, per token and hidden unit"},
+      token_channel_buckets("token")));
+  f.gradients.push_back(weight_gradient({"dw_router", "W_router", {"expert", "column"}, "tokens",
+                                         "gradient of the router weight [experts, hidden]: per expert (row) or hidden unit (column)"},
+                                        matrix_buckets(), "shape.tokens"));
   for (auto& v : router_variants()) f.variants.emplace(v.schema.name, std::move(v));
   registry.add_family(std::move(f));
 }
