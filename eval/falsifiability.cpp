@@ -34,6 +34,7 @@ ControlOutcome outcome(const engine::CaseResult& r) {
   o.kind = r.testcase.kind == contract::Kind::negative ? "negative" : "positive";
   o.family = r.testcase.family;
   o.direction = std::string(contract::to_string(r.testcase.direction));
+  if (r.testcase.both_directions) o.case_id = r.testcase.case_id;
   o.error = r.error;
   o.skipped = r.skipped;
   o.torch_version = r.torch_version;
@@ -106,6 +107,8 @@ ControlOutcome outcome_from_document(const nlohmann::json& d) {
   o.kind = d.value("kind", "");
   o.family = d.value("family", "");
   if (d.contains("direction") && d.at("direction").is_string()) o.direction = d.at("direction").get<std::string>();
+  if (d.contains("case") && d.at("case").is_object() && d.at("case").contains("id") && d.at("case").at("id").is_string())
+    o.case_id = d.at("case").at("id").get<std::string>();
   if (d.contains("provenance") && d.at("provenance").is_object()) o.torch_version = d.at("provenance").value("torch_version", "");
   if (d.contains("error")) {
     o.error = d.at("error").get<std::string>();
@@ -177,6 +180,20 @@ Falsifiability tabulate(const std::vector<engine::CaseResult>& results) {
 
 Falsifiability tabulate(const std::vector<ControlOutcome>& outcomes) {
   Falsifiability f;
+  // A `direction: both` case: the worse verdict of its results that ran, by the file's id.
+  std::map<std::string, std::pair<bool, Verdict>> both;  // case id -> (negative, worst verdict)
+  for (const auto& r : outcomes) {
+    if (r.case_id.empty() || !r.ran()) continue;
+    auto [it, fresh] = both.try_emplace(r.case_id, r.kind == "negative", r.verdict);
+    if (!fresh) it->second.second = stats::worst(it->second.second, r.verdict);
+  }
+  if (!both.empty()) {
+    f.both_directions.emplace();
+    for (const auto& [id, c] : both) {
+      (c.first ? f.both_directions->negatives : f.both_directions->positives)++;
+      count(f.both_directions->combined, c.first, c.second);
+    }
+  }
   for (const auto& r : outcomes) {
     if (f.torch_version.empty()) f.torch_version = r.torch_version;
     if (!r.skipped.empty()) {
@@ -245,6 +262,10 @@ nlohmann::json to_json(const Falsifiability& f) {
                out[d] = {{"negatives", t.negatives}, {"positives", t.positives}, {"combined", tally_json(t.combined)}};
              return out;
            }()},
+          {"both_directions", f.both_directions ? nlohmann::json{{"negatives", f.both_directions->negatives},
+                                                                  {"positives", f.both_directions->positives},
+                                                                  {"combined", tally_json(f.both_directions->combined)}}
+                                                : nlohmann::json(nullptr)},
           {"expected_under_condition", [&] {
              nlohmann::json list = nlohmann::json::array();
              for (const auto& [id, condition] : f.conditioned) list.push_back({{"id", id}, {"condition", condition}});

@@ -48,6 +48,9 @@ struct Falsifiability {
     Tally combined;
   };
   std::map<std::string, DirectionTally> by_direction;
+  // Cases certified in both directions (`direction: both`), each counted once with the worse
+  // of its two verdicts: both are needed to PASS. Empty when no case is.
+  std::optional<DirectionTally> both_directions;
 };
 
 // What the table needs of one control, from a fresh result or from a stored result
@@ -56,6 +59,7 @@ struct Falsifiability {
 struct ControlOutcome {
   std::string id, kind, family, error;  // kind: "negative" | "positive"; error: harness error
   std::string direction = "forward";    // what the control certifies
+  std::string case_id;                  // a `direction: both` file's id, shared by its two results ("" otherwise)
   std::string skipped;                  // why it did not run (a kernel this LibTorch lacks)
   std::string torch_version;
   stats::Verdict verdict = stats::Verdict::pass, algebra = stats::Verdict::pass, bias = stats::Verdict::pass,

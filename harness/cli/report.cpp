@@ -229,6 +229,11 @@ void print_falsifiability(std::ostream& out, const eval::Falsifiability& f) {
                          t.positives);
     }
   }
+  if (const auto& t = f.both_directions) {
+    out << fmt::format("  {:<34} {:>3}/{:<3}       {:>3}/{:<3}       {:>3}/{:<3}\n", "combined, cases in both directions",
+                       t->combined.detected, t->negatives, t->combined.false_fail, t->positives, t->combined.false_warn,
+                       t->positives);
+  }
   out << "  notes' reference (30 + 35 controls): 29/30 detected, 0/35 FAIL, 2/35 WARN\n";
   out << "  checks in use today (flagged on the first replicate):\n";
   row("  assert_close (bf16 rtol 1.6e-2)", f.assert_close, false);

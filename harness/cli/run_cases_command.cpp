@@ -113,18 +113,28 @@ std::vector<contract::TestCase> load_cases(const std::vector<std::string>& given
   for (const auto& f : files) {
     if (failed.count(f)) continue;
     try {
-      auto tc = testcase::load_testcase(f, schemas, profile);
-      if (const auto it = seen.find(tc.id); it != seen.end()) {
-        refuse(f, f + ": id: '" + tc.id + "' is already used by " + it->second);
+      // One case per direction the file certifies (`direction: both`: two), refused together.
+      auto loaded = testcase::load_testcases(f, schemas, profile);
+      std::string why;
+      for (const auto& tc : loaded) {
+        if (const auto it = seen.find(tc.id); it != seen.end()) {
+          why = f + ": id: '" + tc.id + "' is already used by " + it->second;
+          break;
+        }
+        // Refused before anything is allocated: a shape typo must not take the machine down.
+        if (const auto refusal = memory_refusal(tc, registry)) {
+          why = f + ": " + *refusal;
+          break;
+        }
+      }
+      if (!why.empty()) {
+        refuse(f, why);
         continue;
       }
-      seen.emplace(tc.id, f);
-      // Refused before anything is allocated: a shape typo must not take the machine down.
-      if (const auto why = memory_refusal(tc, registry)) {
-        refuse(f, f + ": " + *why);
-        continue;
+      for (auto& tc : loaded) {
+        seen.emplace(tc.id, f);
+        cases.push_back(std::move(tc));
       }
-      cases.push_back(std::move(tc));
     } catch (const testcase::LoadError& e) {
       refuse(f, e.what());
     }

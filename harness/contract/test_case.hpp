@@ -69,11 +69,15 @@ struct GateSettings {
 // checked.
 struct Expectation {
   std::map<std::string, std::vector<stats::Verdict>> gates;
+  // A backward case: acceptable verdicts per gate of one gradient (YAML
+  // `expected.gradients.dw.bias`), where the catalog predicts which gradient shows the
+  // defect; checked beside `gates`, which hold for the worst over the gradients.
+  std::map<std::string, std::map<std::string, std::vector<stats::Verdict>>> gradients;
   std::string note;  // why, especially when an expectation was changed
   // The `expected_on` condition this expectation was taken from ("" = the case's own
   // `expected`); set by the engine when it applies one.
   std::string condition;
-  bool empty() const { return gates.empty(); }
+  bool empty() const { return gates.empty() && gradients.empty(); }
 };
 
 struct Attestation {
@@ -107,6 +111,12 @@ struct TestCase {
   kernels::ProbeContract probe;
   Direction direction = Direction::forward;
   BackwardProbe backward;  // direction: backward only
+  // A file with `direction: both` yields two cases, one per direction, both needed to PASS:
+  // the forward one keeps the file's id, the backward one is `<id>@backward` (ids stay
+  // unique in every sink: pages, history, the database). `case_id` is the file's id for
+  // both halves, and for every other case the id itself.
+  bool both_directions = false;
+  std::string case_id;
   std::string bucket_axis;
   GateSettings gates;
   Expectation expected;

@@ -216,6 +216,23 @@ std::vector<std::string> check_verdicts(const contract::Expectation& expected, V
   return out;
 }
 
+// A backward case's per-gradient expectations (`expected.gradients`), each message led by
+// the gradient's name.
+std::vector<std::string> check_gradients(const contract::Expectation& expected, const std::vector<GradientPoint>& gradients) {
+  std::vector<std::string> out;
+  for (const auto& [name, gates] : expected.gradients) {
+    const auto it = std::find_if(gradients.begin(), gradients.end(), [&](const GradientPoint& g) { return g.name == name; });
+    if (it == gradients.end()) {
+      out.push_back(name + ": expected a result for this gradient, and the case has none");
+      continue;
+    }
+    contract::Expectation one;
+    one.gates = gates;
+    for (auto& m : check_verdicts(one, it->algebra, it->bias, it->variance)) out.push_back(name + ": " + m);
+  }
+  return out;
+}
+
 int severity(Verdict v) { return v == Verdict::fail ? 2 : v == Verdict::warn ? 1 : 0; }
 
 SweepPoint point_of(const std::string& name, const std::string& probe_text, const CaseResult& r) {
@@ -488,7 +505,7 @@ CaseResult run_case(const contract::TestCase& tc, const kernels::Registry& regis
   out.decided_by = {{"algebra", runs[a].first}, {"bias", runs[b].first}, {"variance", runs[v].first},
                     {"overall", runs[o].first}};
   // The expectation holds for the case's worst verdicts, gate by gate.
-  out.unexpected = check_verdicts(out.testcase.expected, out.algebra.verdict, out.bias.verdict, out.variance.verdict);
+  out.unexpected = check_expectation(out);
   return out;
 }
 
@@ -503,7 +520,9 @@ contract::TestCase as_run(const contract::TestCase& tc, const RunOptions& option
 }
 
 std::vector<std::string> check_expectation(const CaseResult& r) {
-  return check_verdicts(r.testcase.expected, r.algebra.verdict, r.bias.verdict, r.variance.verdict);
+  auto out = check_verdicts(r.testcase.expected, r.algebra.verdict, r.bias.verdict, r.variance.verdict);
+  for (auto& m : check_gradients(r.testcase.expected, r.gradients)) out.push_back(std::move(m));
+  return out;
 }
 
 }  // namespace kcert::engine

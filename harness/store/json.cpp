@@ -172,6 +172,18 @@ nlohmann::json expectation_json(const contract::Expectation& e) {
     for (auto v : verdicts) list.push_back(verdict(v));
     j[gate] = list;
   }
+  if (!e.gradients.empty()) {
+    nlohmann::json per = nlohmann::json::object();
+    for (const auto& [name, gates] : e.gradients) {
+      per[name] = nlohmann::json::object();
+      for (const auto& [gate, verdicts] : gates) {
+        nlohmann::json list = nlohmann::json::array();
+        for (auto v : verdicts) list.push_back(verdict(v));
+        per[name][gate] = list;
+      }
+    }
+    j["gradients"] = per;
+  }
   if (!e.note.empty()) j["note"] = e.note;
   if (!e.condition.empty()) j["condition"] = e.condition;
   return j;
@@ -276,6 +288,8 @@ nlohmann::json to_json(const engine::CaseResult& r) {
   // outcome and which gradient decided each gate; the gate results above are the deciding
   // gradients'.
   j["direction"] = std::string(contract::to_string(tc.direction));
+  // A `direction: both` file's two results name the file's id: the case PASSes only when both do.
+  if (tc.both_directions) j["case"] = {{"id", tc.case_id}, {"directions", {"forward", "backward"}}};
   if (tc.direction == contract::Direction::backward) {
     nlohmann::json grads = nlohmann::json::array();
     for (const auto& g : r.gradients) {

@@ -443,16 +443,19 @@ void read_probe(const Reader& r, const YAML::Node& node, const kernels::FamilySc
 
 // `direction:` and `backward:` (issue 31): what the case certifies, and for the backward the
 // upstream-gradient probe dy and the gradients with their bucket axes.
-void read_direction(const Reader& r, const YAML::Node& doc, const kernels::FamilySchema& family, TestCase& tc) {
+// `half`: which of a `direction: both` file's two cases is read (ignored for any other file).
+void read_direction(const Reader& r, const YAML::Node& doc, const kernels::FamilySchema& family, Direction half,
+                    TestCase& tc) {
   if (const auto d = doc["direction"]) {
     const auto s = r.string(d, "direction");
     if (s == "forward") tc.direction = Direction::forward;
     else if (s == "backward") tc.direction = Direction::backward;
-    else r.fail(d, "direction", "expected forward (the outputs) or backward (the gradients), got '" + s + "'");
+    else if (s == "both") tc.both_directions = true, tc.direction = half;
+    else r.fail(d, "direction", "expected forward (the outputs), backward (the gradients) or both (one result each), got '" + s + "'");
   }
   const auto b = doc["backward"];
-  if (tc.direction == Direction::forward) {
-    if (b) r.fail(b, "backward", "only a case with `direction: backward` has a backward probe");
+  if (tc.direction == Direction::forward && !tc.both_directions) {
+    if (b) r.fail(b, "backward", "only a case with `direction: backward` or `both` has a backward probe");
     return;
   }
   if (family.gradients.empty()) {
@@ -515,7 +518,8 @@ void read_direction(const Reader& r, const YAML::Node& doc, const kernels::Famil
   }
 }
 
-TestCase read_document(const Reader& r, YAML::Node doc, const FamilySchemas& families, const std::string& profile) {
+TestCase read_document(const Reader& r, YAML::Node doc, const FamilySchemas& families, const std::string& profile,
+                       Direction half = Direction::forward) {
   r.check_keys(doc, "", {"schema", "id", "kind", "family", "mechanism", "references", "reference", "production", "probe",
                           "buckets", "gates", "expected", "expected_on", "attestation", "profiles", "plugins", "math_modes",
                           "sweep", "direction", "backward"});
@@ -571,11 +575,13 @@ TestCase read_document(const Reader& r, YAML::Node doc, const FamilySchemas& fam
       r.fail(doc["buckets"], "buckets", "family '" + family.name + "' has no bucket axis '" + tc.bucket_axis + "' (available: " + list + ")");
     }
   }
-  read_direction(r, doc, family, tc);
+  read_direction(r, doc, family, half, tc);
   read_gates(r, doc["gates"], tc.gates);
-  const auto read_expectation = [&](const YAML::Node& e, const std::string& at) {
-    Expectation x;
-    r.check_keys(e, at, {"algebra", "bias", "variance", "note"});
+  // The gradients a backward case certifies: an expectation may name only these.
+  std::vector<std::string> certified = tc.backward.gradients;
+  if (certified.empty())
+    for (const auto& g : family.gradients) certified.push_back(g.name);
+  const auto read_gates = [&](const YAML::Node& e, const std::string& at, std::map<std::string, std::vector<stats::Verdict>>& into) {
     for (const char* gate : {"algebra", "bias", "variance"}) {
       const auto g = e[gate];
       if (!g) continue;
@@ -587,10 +593,42 @@ TestCase read_document(const Reader& r, YAML::Node doc, const FamilySchemas& fam
       } else {
         ok.push_back(r.verdict(g, field));
       }
-      x.gates[gate] = ok;
+      into[gate] = ok;
+    }
+  };
+  // One direction's expectation: the gates (the worst over a backward case's gradients) and,
+  // for a backward case, per gradient.
+  const auto read_one = [&](const YAML::Node& e, const std::string& at, Direction d) {
+    Expectation x;
+    if (d == Direction::backward) r.check_keys(e, at, {"algebra", "bias", "variance", "gradients", "note"});
+    else r.check_keys(e, at, {"algebra", "bias", "variance", "note"});
+    read_gates(e, at, x.gates);
+    if (const auto g = e["gradients"]) {
+      r.require_map(g, at + ".gradients");
+      std::string names;
+      for (const auto& n : certified) names += (names.empty() ? "" : ", ") + n;
+      for (const auto& kv : g) {
+        const auto name = kv.first.as<std::string>();
+        const auto field = at + ".gradients." + name;
+        if (std::find(certified.begin(), certified.end(), name) == certified.end())
+          r.fail(kv.first, field, "the case certifies no gradient '" + name + "' (it certifies: " + names + ")");
+        r.check_keys(kv.second, field, {"algebra", "bias", "variance"});
+        read_gates(kv.second, field, x.gradients[name]);
+      }
     }
     if (e["note"]) x.note = r.string(e["note"], at + ".note");
     return x;
+  };
+  // A `direction: both` file gives each direction its own expectation
+  // (`expected.forward`, `expected.backward`); this half reads its own.
+  const auto read_expectation = [&](const YAML::Node& e, const std::string& at) {
+    if (!tc.both_directions) return read_one(e, at, tc.direction);
+    r.check_keys(e, at, {"forward", "backward"});
+    const auto name = std::string(contract::to_string(tc.direction));
+    const auto mine = e[name];
+    if (!mine) return Expectation{};
+    // The other half is validated when it is read.
+    return read_one(mine, at + "." + name, tc.direction);
   };
   if (const auto e = doc["expected"]) tc.expected = read_expectation(e, "expected");
   if (const auto on = doc["expected_on"]) {
@@ -965,7 +1003,7 @@ void expand_sweep(const Reader& reader, const std::string& text, const std::stri
     over["probe"] = probe;
     merge_into(doc, over);
     try {
-      setting.testcase = std::make_shared<TestCase>(read_document(reader, doc, families, ""));
+      setting.testcase = std::make_shared<TestCase>(read_document(reader, doc, families, "", tc.direction));
     } catch (const LoadError& e) {
       throw LoadError(std::string(e.what()) + " (in sweep setting '" + setting.name + "')");
     }
@@ -973,35 +1011,64 @@ void expand_sweep(const Reader& reader, const std::string& text, const std::stri
   }
 }
 
-TestCase parse_testcase(const std::string& text, const std::string& source, const FamilySchemas& families,
-                        const std::string& profile) {
+namespace {
+
+// One case of the file: the whole file for a single-direction case, one half of a
+// `direction: both` file.
+TestCase parse_half(const std::string& text, const std::string& source, const FamilySchemas& families,
+                    const std::string& profile, Direction half) {
   const Reader reader(source);
   YAML::Node doc = parse_yaml(text, source);
   if (!doc.IsMap()) reader.fail(doc, "(document)", "expected a mapping of test-case fields");
-  TestCase tc = read_document(reader, doc, families, profile);
+  TestCase tc = read_document(reader, doc, families, profile, half);
   tc.text = text;
   expand_sweep(reader, text, source, families, tc);
   // Validate every other profile now: a typo in the CI profile must not wait for CI. And
   // the base contract under a profile: a smoke run whose profile overrides a broken field
   // would otherwise pass CI and stop the nightly at contract shapes.
   if (!tc.profile.empty()) {
-    auto base = read_document(reader, parse_yaml(text, source), families, "");
+    auto base = read_document(reader, parse_yaml(text, source), families, "", half);
     expand_sweep(reader, text, source, families, base);
   }
   for (const auto& name : tc.profiles) {
     if (name == tc.profile) continue;
-    auto other = read_document(reader, parse_yaml(text, source), families, name);
+    auto other = read_document(reader, parse_yaml(text, source), families, name, half);
     expand_sweep(reader, text, source, families, other);
   }
   return tc;
 }
 
-TestCase load_testcase(const std::string& path, const FamilySchemas& families, const std::string& profile) {
+}  // namespace
+
+std::vector<TestCase> parse_testcases(const std::string& text, const std::string& source, const FamilySchemas& families,
+                                      const std::string& profile) {
+  std::vector<TestCase> out;
+  out.push_back(parse_half(text, source, families, profile, Direction::forward));
+  out.front().case_id = out.front().id;
+  if (!out.front().both_directions) return out;
+  auto backward = parse_half(text, source, families, profile, Direction::backward);
+  backward.case_id = backward.id;
+  backward.id += "@backward";
+  for (auto& s : backward.sweep) s.testcase->id = backward.id;
+  out.push_back(std::move(backward));
+  return out;
+}
+
+TestCase parse_testcase(const std::string& text, const std::string& source, const FamilySchemas& families,
+                        const std::string& profile) {
+  return parse_testcases(text, source, families, profile).front();
+}
+
+std::vector<TestCase> load_testcases(const std::string& path, const FamilySchemas& families, const std::string& profile) {
   std::ifstream in(path);
   if (!in) throw LoadError(path + ": cannot open file");
   std::stringstream buffer;
   buffer << in.rdbuf();
-  return parse_testcase(buffer.str(), path, families, profile);
+  return parse_testcases(buffer.str(), path, families, profile);
+}
+
+TestCase load_testcase(const std::string& path, const FamilySchemas& families, const std::string& profile) {
+  return load_testcases(path, families, profile).front();
 }
 
 std::vector<std::string> plugin_paths(const std::string& path) {

@@ -23,6 +23,12 @@ using FamilySchemas = std::map<std::string, kernels::FamilySchema>;
 // Loads and validates one file. `profile` selects `profiles.<name>` overrides when the
 // file defines them (otherwise the contract applies unchanged). Every profile the file
 // defines is validated too, so a typo in a CI profile fails at load time.
+// The cases of one file: one, or two for `direction: both` (the forward case first, then
+// the backward one, id `<id>@backward`).
+std::vector<TestCase> load_testcases(const std::string& path, const FamilySchemas& families, const std::string& profile = "");
+std::vector<TestCase> parse_testcases(const std::string& yaml_text, const std::string& source, const FamilySchemas& families,
+                                      const std::string& profile = "");
+// The first of them (a single-direction file's only case).
 TestCase load_testcase(const std::string& path, const FamilySchemas& families, const std::string& profile = "");
 TestCase parse_testcase(const std::string& yaml_text, const std::string& source, const FamilySchemas& families,
                         const std::string& profile = "");

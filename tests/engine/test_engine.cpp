@@ -343,6 +343,15 @@ TEST_CASE("a backward case runs the gates on every gradient and names the one th
     CHECK(j.at("direction") == "backward");
     CHECK(j.at("backward").at("gradients").size() == 2);
     CHECK(j.at("backward").at("decided_by").at("algebra") == "dw");
+    // Per-gradient expectations are checked beside the case's worst-over-gradients ones.
+    auto judged = r;
+    judged.testcase.expected.gates = {{"algebra", {Verdict::fail}}};
+    judged.testcase.expected.gradients = {{"dx", {{"algebra", {Verdict::fail}}}}, {"dw", {{"algebra", {Verdict::fail}}}}};
+    const auto missed = kcert::engine::check_expectation(judged);
+    REQUIRE(missed.size() == 1);
+    CHECK(missed[0] == "dx: algebra: expected FAIL, got PASS");
+    judged.testcase.expected.gradients = {{"dx", {{"algebra", {Verdict::pass}}}}, {"dw", {{"algebra", {Verdict::fail}}}}};
+    CHECK(kcert::engine::check_expectation(judged).empty());
   }
   SECTION("the same pair on one gradient only; a production identical to the reference passes bit for bit") {
     const auto tc = backward_case(registry, "llama", "llama", "backward: {gradients: [dw]}\n");
@@ -361,4 +370,32 @@ TEST_CASE("a backward case runs the gates on every gradient and names the one th
     CHECK(ra.gradients[0].max_abs_z == rb.gradients[0].max_abs_z);
     CHECK(ra.variance.tail.U == rb.variance.tail.U);
   }
+}
+
+TEST_CASE("a case in both directions runs as two results, forward and backward, each judged by its own expectation",
+          "[engine][backward]") {
+  const auto registry = builtin_registry();
+  kcert::testcase::FamilySchemas schemas;
+  schemas.emplace("rmsnorm", registry.family("rmsnorm").schema());
+  const std::string yaml = "schema: 1\nid: two\nkind: negative\nfamily: rmsnorm\nmechanism: m\nreferences: []\n"
+                           "direction: both\nreference: {variant: llama}\nproduction: {variant: missing_dw}\n"
+                           "probe: {dtype: bf16, seed: 5, shape: {tokens: 64, hidden: 32}}\n"
+                           "gates: {replicates: 32, max_replicates: 32, algebra: {replicates: 2}}\n"
+                           "expected:\n  forward: {algebra: PASS}\n  backward: {algebra: FAIL, gradients: {dw: {algebra: FAIL}}}\n";
+  const auto cases = kcert::testcase::parse_testcases(yaml, "two.yaml", schemas);
+  REQUIRE(cases.size() == 2);
+  // missing_dw's forward is llama's: the forward passes algebra, the backward has no dW.
+  const auto f = kcert::engine::run_case(cases[0], registry, {});
+  const auto b = kcert::engine::run_case(cases[1], registry, {});
+  CHECK(f.algebra.verdict == Verdict::pass);
+  CHECK(f.gradients.empty());
+  CHECK(f.unexpected.empty());
+  CHECK(b.algebra.verdict == Verdict::fail);
+  CHECK(b.unexpected.empty());
+  const auto jf = kcert::store::to_json(f), jb = kcert::store::to_json(b);
+  CHECK(jf.at("id") == "two");
+  CHECK(jb.at("id") == "two@backward");
+  CHECK(jf.at("case").at("id") == "two");
+  CHECK(jb.at("case").at("id") == "two");
+  CHECK(jb.at("expected").at("gradients").at("dw").at("algebra")[0] == "FAIL");
 }

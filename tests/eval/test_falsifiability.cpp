@@ -120,3 +120,41 @@ TEST_CASE("a control judged by an environment condition is listed with it, from 
   doc["expected"].erase("condition");
   CHECK(kcert::eval::outcome_from_document(doc).expected_condition.empty());
 }
+
+TEST_CASE("a case certified in both directions counts once, with the worse of its two verdicts", "[eval][backward]") {
+  using K = kcert::contract::Kind;
+  const auto half = [](K kind, const std::string& id, kcert::contract::Direction d, Verdict v) {
+    auto r = result(kind, Verdict::pass, v, Verdict::pass);
+    r.testcase.id = id;
+    r.testcase.case_id = id.substr(0, id.find('@'));
+    r.testcase.both_directions = true;
+    r.testcase.direction = d;
+    return r;
+  };
+  using D = kcert::contract::Direction;
+  std::vector<kcert::engine::CaseResult> rs = {
+      half(K::negative, "n", D::forward, Verdict::pass), half(K::negative, "n@backward", D::backward, Verdict::fail),
+      half(K::positive, "p", D::forward, Verdict::warn), half(K::positive, "p@backward", D::backward, Verdict::fail),
+      half(K::positive, "q", D::forward, Verdict::pass), half(K::positive, "q@backward", D::backward, Verdict::warn),
+      result(K::negative, Verdict::pass, Verdict::pass, Verdict::pass),  // a forward-only case: not counted there
+  };
+  const auto f = kcert::eval::tabulate(rs);
+  REQUIRE(f.both_directions);
+  CHECK(f.both_directions->negatives == 1);
+  CHECK(f.both_directions->positives == 2);
+  CHECK(f.both_directions->combined.detected == 1);    // the backward caught what the forward did not
+  CHECK(f.both_directions->combined.false_fail == 1);  // p: a FAIL in either direction FAILs the case
+  CHECK(f.both_directions->combined.false_warn == 1);  // q
+  CHECK(f.by_direction.at("backward").negatives == 1);
+  CHECK(f.by_direction.at("forward").negatives == 2);
+  // From the stored documents' `case` field the same.
+  std::vector<kcert::eval::ControlOutcome> docs;
+  for (const auto& r : rs) {
+    auto o = kcert::eval::outcome(r);
+    nlohmann::json d = {{"id", o.id}, {"error", "x"}};
+    if (r.testcase.both_directions) d["case"] = {{"id", r.testcase.case_id}, {"directions", {"forward", "backward"}}};
+    CHECK(kcert::eval::outcome_from_document(d).case_id == o.case_id);
+  }
+  CHECK(kcert::eval::to_json(f).at("both_directions").at("positives") == 2);
+  CHECK(kcert::eval::to_json(kcert::eval::tabulate(std::vector<kcert::engine::CaseResult>{rs.back()})).at("both_directions").is_null());
+}

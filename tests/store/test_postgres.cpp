@@ -426,3 +426,33 @@ TEST_CASE("a skipped control is stored as SKIP with its reason, NULL gates and n
   // The schema holds the rule: a SKIP needs its reason, and only a SKIP has one.
   CHECK_THROWS_AS(kcert::store::pq::exec0(w, "UPDATE result SET skipped = NULL WHERE verdict = 'SKIP'"), pqxx::check_violation);
 }
+
+TEST_CASE("a case in both directions stores two results, the backward one with a row per gradient", "[postgres][backward]") {
+  const auto db = fresh_database("kcert_t_both_directions");
+  run_kcert(db, "db migrate");
+  const auto dir = temp_dir("both-directions");
+  // missing_dw: llama's forward, a backward without dW (BN7's mechanism), small enough for CI.
+  std::ofstream(dir + "/two.yaml") << "schema: 1\nid: two_way\nkind: negative\nfamily: rmsnorm\nmechanism: test\n"
+                                      "references: []\ndirection: both\nreference: {variant: llama}\nproduction: {variant: missing_dw}\n"
+                                      "probe: {dtype: bf16, seed: 3, shape: {tokens: 48, hidden: 32}}\n"
+                                      "gates: {replicates: 32, max_replicates: 32, algebra: {replicates: 2}}\n"
+                                      "expected:\n  forward: {algebra: PASS}\n"
+                                      "  backward: {algebra: FAIL, gradients: {dw: {algebra: FAIL}, dx: {algebra: PASS}}}\n";
+  int code = 0;
+  const auto out = run_kcert(db, "run " + dir + "/two.yaml --db --quiet --brief --spool " + dir + "/s.jsonl", &code);
+  INFO(out);
+  CHECK(code == 1);  // the backward FAILs: the case does not PASS
+  pqxx::connection c(db);
+  pqxx::work w(c);
+  CHECK(kcert::store::pq::exec1(w, "SELECT string_agg(t.case_id || ':' || r.direction || ':' || r.verdict, ',' ORDER BY t.case_id) "
+                                   "FROM result r JOIN testcase t ON t.id = r.testcase_id")[0]
+            .as<std::string>() == "two_way:forward:PASS,two_way@backward:backward:FAIL");
+  CHECK(kcert::store::pq::exec1(w, "SELECT string_agg(g.gradient || ':' || g.algebra_verdict || ':' || g.reduction_size || ':' || g.bucket_axis, ',' "
+                                   " ORDER BY g.gradient) FROM result_gradient g")[0]
+            .as<std::string>() == "dw:FAIL:48:element,dx:PASS:0:channel");
+  // Both documents name the file's id; each direction has its own history.
+  CHECK(kcert::store::pq::exec1(w, "SELECT count(*) FROM result WHERE document->'case'->>'id' = 'two_way'")[0].as<int>() == 2);
+  const auto h = nlohmann::json::parse(run_kcert(db, "history two_way@backward --format json"));
+  REQUIRE(h.at("runs").size() == 1);
+  CHECK(h.at("runs").at(0).at("verdict") == "FAIL");
+}

@@ -346,9 +346,9 @@ TEST_CASE("a malformed backward names its file, line, field and what was expecte
     return edit("expected: {algebra: PASS, bias: [WARN, FAIL]}", text + "\nexpected: {algebra: PASS, bias: [WARN, FAIL]}");
   };
   CHECK_THROWS_WITH(parse(with("direction: sideways")),
-                    Catch::Contains("case.yaml:14:12: direction: expected forward (the outputs) or backward"));
+                    Catch::Contains("case.yaml:14:12: direction: expected forward (the outputs), backward (the gradients) or both"));
   CHECK_THROWS_WITH(parse(with("backward: {dy: {kind: shifted}}")),
-                    Catch::Contains("backward: only a case with `direction: backward` has a backward probe"));
+                    Catch::Contains("backward: only a case with `direction: backward` or `both` has a backward probe"));
   CHECK_THROWS_WITH(parse(with("direction: backward\nbackward: {dy: {kind: ones}}")),
                     Catch::Contains("backward.dy.kind: expected shifted, self_correlated or zero_mean, got 'ones'"));
   CHECK_THROWS_WITH(parse(with("direction: backward\nbackward: {dy: {kind: zero_mean, shift: 1.0}}")),
@@ -362,4 +362,56 @@ TEST_CASE("a malformed backward names its file, line, field and what was expecte
   CHECK_THROWS_WITH(parse(with("direction: backward\nbackward: {buckets: {dw: channel}}")),
                     Catch::Contains("backward.buckets.dw: gradient 'dw' has no bucket axis 'channel' (available: element)"));
   CHECK_THROWS_WITH(parse(with("direction: backward\nbackward: {dY: {}}")), Catch::Contains("backward.dY: unknown key"));
+}
+
+TEST_CASE("direction: both yields one case per direction, each with its own expectation", "[loader][backward]") {
+  const auto text = edit("expected: {algebra: PASS, bias: [WARN, FAIL]}",
+                         "direction: both\nbackward: {gradients: [dw]}\n"
+                         "expected:\n  forward: {bias: FAIL}\n  backward:\n    bias: [WARN, FAIL]\n"
+                         "    gradients: {dw: {variance: FAIL}}\n"
+                         "expected_on:\n  libtorch2: {backward: {algebra: PASS}}");
+  const auto cases = kcert::testcase::parse_testcases(text, "case.yaml", schemas());
+  REQUIRE(cases.size() == 2);
+  const auto& f = cases[0];
+  const auto& b = cases[1];
+  CHECK(f.id == "demo");
+  CHECK(b.id == "demo@backward");
+  CHECK(f.case_id == "demo");
+  CHECK(b.case_id == "demo");
+  CHECK(f.both_directions);
+  CHECK(b.both_directions);
+  CHECK(f.direction == kcert::contract::Direction::forward);
+  CHECK(b.direction == kcert::contract::Direction::backward);
+  CHECK((f.expected.gates.at("bias") == std::vector<kcert::stats::Verdict>{kcert::stats::Verdict::fail}));
+  CHECK(f.expected.gradients.empty());
+  CHECK(b.expected.gates.at("bias").size() == 2);
+  CHECK((b.expected.gradients.at("dw").at("variance") == std::vector<kcert::stats::Verdict>{kcert::stats::Verdict::fail}));
+  CHECK(f.expected_on.at("libtorch2").empty());  // the forward half names nothing under it
+  CHECK(b.expected_on.at("libtorch2").gates.count("algebra") == 1);
+  CHECK(b.backward.gradients == std::vector<std::string>{"dw"});
+  // A single-direction file is one case, its id its own.
+  const auto one = kcert::testcase::parse_testcases(kValid, "case.yaml", schemas());
+  REQUIRE(one.size() == 1);
+  CHECK(one[0].case_id == "demo");
+  CHECK_FALSE(one[0].both_directions);
+}
+
+TEST_CASE("per-gradient expectations name a certified gradient and a gate", "[loader][backward]") {
+  const auto with = [](const std::string& text) {
+    return edit("expected: {algebra: PASS, bias: [WARN, FAIL]}", text);
+  };
+  const auto ok = parse(with("direction: backward\nexpected: {bias: FAIL, gradients: {dw: {bias: FAIL}, dx: {bias: [PASS, WARN]}}}"));
+  CHECK(ok.expected.gradients.size() == 2);
+  CHECK_THROWS_WITH(parse(with("direction: backward\nbackward: {gradients: [dx]}\nexpected: {gradients: {dw: {bias: FAIL}}}")),
+                    Catch::Contains("expected.gradients.dw: the case certifies no gradient 'dw' (it certifies: dx)"));
+  CHECK_THROWS_WITH(parse(with("direction: backward\nexpected: {gradients: {dw: {speed: FAIL}}}")),
+                    Catch::Contains("expected.gradients.dw.speed: unknown key"));
+  CHECK_THROWS_WITH(parse(with("expected: {gradients: {dw: {bias: FAIL}}}")),
+                    Catch::Contains("expected.gradients: unknown key"));
+  CHECK_THROWS_WITH(parse(with("direction: both\nexpected: {bias: FAIL}")),
+                    Catch::Contains("expected.bias: unknown key (expected one of: forward, backward)"));
+  CHECK_THROWS_WITH(parse(with("direction: both\nexpected: {backward: {gradients: {db: {bias: FAIL}}}}")),
+                    Catch::Contains("expected.backward.gradients.db: the case certifies no gradient 'db'"));
+  CHECK_THROWS_WITH(parse(with("direction: both\nexpected: {forward: {gradients: {dw: {bias: FAIL}}}}")),
+                    Catch::Contains("expected.forward.gradients: unknown key"));
 }
