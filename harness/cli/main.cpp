@@ -39,6 +39,10 @@ int main(int argc, char** argv) {
       "See README.md and docs/ for the method and the file formats.",
       "kcert"};
   app.require_subcommand(1);
+  // A parse error reads like every other bad input: one `kcert: error:` line, then the hint.
+  app.failure_message([](const CLI::App*, const CLI::Error& e) {
+    return "kcert: error: " + kcert::cli::terminal_safe(e.what()) + "\nRun with --help for more information.\n";
+  });
   app.set_version_flag("--version", "kcert " KCERT_VERSION);
   int threads = 0;
   app.add_option("--threads", threads,

@@ -12,6 +12,7 @@
 #include <set>
 
 #include "harness/cli/exit_codes.hpp"
+#include "harness/cli/flag_checks.hpp"
 #include "harness/cli/khat_reader.hpp"
 #include "harness/cli/report.hpp"
 #include "harness/cli/run_storage.hpp"
@@ -309,8 +310,11 @@ void register_run_command(CLI::App& app, kernels::Registry& registry) {
   cmd->add_option("--json", o->json_path, "also write the results as JSON to this file (docs/results.md)");
   cmd->add_option("--junit", o->junit_path, "also write JUnit XML: one testcase per case, failing when it misses its "
                                             "expectation (or, without one, when it FAILs)");
-  cmd->add_option("--replicates", o->replicates, "override R, the pre-declared replicate count of every case");
-  cmd->add_option("--seed", o->seed, "override every case's probe seed")->each([o](const std::string&) { o->seed_given = true; });
+  cmd->add_option("--replicates", o->replicates, "override R, the pre-declared replicate count of every case (2 to 2^20)")
+      ->check(replicate_count());
+  cmd->add_option("--seed", o->seed, "override every case's probe seed (>= 0)")
+      ->check(seed_value())
+      ->each([o](const std::string&) { o->seed_given = true; });
   cmd->add_option("--device", o->device, "where kernels run")->check(CLI::IsMember({"cpu", "cuda"}))->capture_default_str();
   cmd->add_option("--profile", o->profile, "apply each case's profiles.<name> overrides (e.g. smoke)");
   cmd->add_option("--batch", o->batch, "replicates per kernel call (default: automatic)")->check(CLI::NonNegativeNumber);
@@ -323,10 +327,7 @@ void register_run_command(CLI::App& app, kernels::Registry& registry) {
   cmd->callback([o, &registry]() {
     const auto cases = load_cases(o->paths, registry, o->profile);
     engine::RunOptions options;
-    if (o->replicates > 0) {
-      if (o->replicates < 2) throw UsageError("--replicates must be at least 2");
-      options.replicates = o->replicates;
-    }
+    if (o->replicates > 0) options.replicates = o->replicates;  // checked by replicate_count()
     if (o->seed_given) options.seed = o->seed;
     options.device = o->device;
     options.batch = o->batch;

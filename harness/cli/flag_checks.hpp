@@ -1,0 +1,43 @@
+#pragma once
+// Checks on numeric flags with the YAML's bounds (docs/testcases.md), run on the flag's text
+// before CLI11 converts it: an unsigned flag took "-5" as 2^64 - 5 (`--replicates -5` ran
+// until killed) and `--seed -1` wrapped the same way. Each refusal says what was expected and
+// what was given, and exits 2 like any bad input.
+#include <CLI/CLI.hpp>
+
+#include <charconv>
+#include <cstdint>
+#include <string>
+
+namespace kcert::cli {
+
+// The largest R a case may declare (gates.replicates, gates.max_replicates: 2^20).
+constexpr std::int64_t kMaxReplicatesFlag = std::int64_t{1} << 20;
+
+// An integer in [lo, hi], given as decimal digits (a sign only for negatives, refused here
+// when lo >= 0 with the bound in the message).
+inline CLI::Validator integer_in(std::int64_t lo, std::int64_t hi, std::string bounds_in_words) {
+  return CLI::Validator(
+      [lo, hi, bounds_in_words](std::string& s) -> std::string {
+        std::int64_t v = 0;
+        const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+        if (ec == std::errc::result_out_of_range) return "expected " + bounds_in_words + ", got '" + s + "' (out of range)";
+        if (ec != std::errc() || end != s.data() + s.size() || s.empty()) return "expected an integer, got '" + s + "'";
+        if (v < lo || v > hi) return "expected " + bounds_in_words + ", got " + s;
+        return "";
+      },
+      "INT");
+}
+
+// --replicates: R as the YAML bounds it. There is no "0 = the case's own": leaving the flag
+// out means that.
+inline CLI::Validator replicate_count() {
+  return integer_in(2, kMaxReplicatesFlag, "2 <= R <= 1048576 (2^20, the bound on gates.replicates)");
+}
+
+// --seed: as probe.seed, an integer >= 0.
+inline CLI::Validator seed_value() {
+  return integer_in(0, INT64_MAX, "an integer >= 0 (as probe.seed)");
+}
+
+}  // namespace kcert::cli
