@@ -109,6 +109,14 @@ auto guarded(pqxx::connection& c, StatementWatchdog& watchdog, double seconds, B
       watchdog.disarm();
       return out;
     }
+  } catch (const pqxx::undefined_table& e) {
+    // A database nobody migrated (or migrated by an older kcert): the server's "relation
+    // \"result\" does not exist" does not say what to do.
+    watchdog.disarm();
+    std::string what = e.what();
+    if (const auto nl = what.find('\n'); nl != std::string::npos) what.resize(nl);
+    throw DatabaseError("the results database lacks kcert's tables (" + what +
+                        "): run `kcert db migrate` once (docs/database.md); `kcert db status` lists what is applied");
   } catch (const std::exception& e) {
     if (watchdog.disarm())
       throw DatabaseError("the results database did not answer within " + format_double(seconds) +
