@@ -39,6 +39,7 @@ ControlOutcome outcome(const engine::CaseResult& r) {
   o.skipped = r.skipped;
   o.torch_version = r.torch_version;
   o.verdict = r.verdict;
+  if (r.ran()) o.bias_equivalent = r.bias.equivalent;
   o.algebra = r.algebra.verdict;
   o.bias = r.bias.verdict;
   o.variance = r.variance.verdict;
@@ -125,6 +126,8 @@ ControlOutcome outcome_from_document(const nlohmann::json& d) {
   o.bias = verdict_at(g.at("bias"), "verdict", o.id + ".gates.bias");
   o.variance = verdict_at(g.at("variance"), "verdict", o.id + ".gates.variance");
   o.bias_signed_only = verdict_at(g.at("bias").at("signed"), "verdict", o.id + ".gates.bias.signed");
+  if (g.at("bias").contains("equivalent") && g.at("bias").at("equivalent").is_boolean())
+    o.bias_equivalent = g.at("bias").at("equivalent").get<bool>();
   const auto& b = d.at("baselines");
   o.assert_close = b.at("assert_close").at("flagged").get<bool>();
   o.flash_attention = b.at("flash_attention").at("flagged").get<bool>();
@@ -225,6 +228,11 @@ Falsifiability tabulate(const std::vector<ControlOutcome>& outcomes) {
       f.confirmation_disagreed += !*r.confirmation_agrees;
     }
     if (r.unexpected.empty()) ++f.expectations_met;
+    if (!neg && r.bias == Verdict::pass && r.bias_equivalent) {
+      auto& fam = f.equivalence_by_family[r.family];
+      if (*r.bias_equivalent) ++f.positives_equivalent, ++fam.first;
+      else ++f.positives_not_shown_equivalent, ++fam.second;
+    }
     if (!r.expected_condition.empty()) f.conditioned.emplace_back(r.id, r.expected_condition);
     for (const auto& u : r.unexpected) f.unexpected.push_back(r.id + ": " + u);
   }
@@ -256,6 +264,13 @@ nlohmann::json to_json(const Falsifiability& f) {
           {"variance_pass_short_of_horizon", {{"negatives", f.short_evidence_negatives}, {"positives", f.short_evidence_positives}}},
           {"variance_confirmations", {{"confirmed", f.confirmed}, {"disagreed", f.confirmation_disagreed}}},
           {"expectations_met", f.expectations_met},
+          {"bias_equivalence_of_positives", [&] {
+             nlohmann::json fam = nlohmann::json::object();
+             for (const auto& [name, c] : f.equivalence_by_family) fam[name] = {{"equivalent", c.first}, {"not_shown_equivalent", c.second}};
+             return nlohmann::json{{"equivalent", f.positives_equivalent},
+                                   {"not_shown_equivalent", f.positives_not_shown_equivalent},
+                                   {"by_family", fam}};
+           }()},
           {"by_direction", [&] {
              nlohmann::json out = nlohmann::json::object();
              for (const auto& [d, t] : f.by_direction)

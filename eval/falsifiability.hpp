@@ -37,6 +37,11 @@ struct Falsifiability {
   // Variance verdicts reached after repeated looks and checked on a fresh replicate set.
   int confirmed = 0, confirmation_disagreed = 0;
   int expectations_met = 0;
+  // Positives whose bias gate PASSed, by what the PASS rests on (issue 32): shown equivalent
+  // within ±c (TOST), or only not detected; per family too. Documents written before the
+  // equivalence statement count in neither.
+  int positives_equivalent = 0, positives_not_shown_equivalent = 0;
+  std::map<std::string, std::pair<int, int>> equivalence_by_family;  // family -> (equivalent, not shown)
   std::vector<std::string> unexpected;  // "id: gate: expected X, got Y"
   // Controls judged by the expectation of an environment condition (`expected_on`: a
   // LibTorch release, a CPU whose bf16 GEMM accumulates in bf16), with the condition.
@@ -71,6 +76,7 @@ struct ControlOutcome {
   std::optional<double> variance_u;     // U; nullopt when +inf or undefined
   std::optional<double> variance_se;    // the bootstrap se of r_T, when a tail was fitted
   bool short_evidence = false;          // a variance PASS whose evidence does not reach the horizon
+  std::optional<bool> bias_equivalent;  // the bias gate's equivalence statement (absent in older documents)
   std::optional<bool> confirmation_agrees;  // set when the verdict was checked on a fresh set
   // The bias gate's evidence, enough to re-judge it under other floors: per statistic the
   // frontier of significant buckets, (standardized effect, ULP effect) points no other

@@ -9,6 +9,8 @@
 //                          FAIL into a WARN, for a biased reference and for a biased production
 //   kcert-study dw-null    the bias test's false-alarm rate on per-element dW buckets of a
 //                          benign backward pair (fp32 reductions in two orders, issue 31)
+//   kcert-study equivalence size and power of the bias gate's equivalence statement (TOST
+//                          within ±c ULP) at effects 0, c/2, c, 2c
 //   kcert-study selection  the selection-flip test of a selecting family: null rate and the
 //                          probability of WARN/FAIL against the flip-rate ratio
 //
@@ -291,6 +293,83 @@ int bias_power(const std::string& replicates, const std::string& effects, double
     std::cout << "\n";
   }
   return 0;
+}
+
+// ---- equivalence statement of the bias gate (TOST, issue 32) -------------------------------
+
+// A bucket's per-replicate differences d ~ N(μ, σ²) in ULP of the bucket (u_g = 1); each run
+// takes R of them and asks stats::equivalence_bucket whether the (1 - 2Φ(-z*)) interval of
+// the mean lies inside ±c. The truth is μ: |μ| < c is equivalent, |μ| >= c is not, so the
+// rate at μ = c and 2c is the statement's size (promised <= Φ(-z*), the one-sided level; at
+// the boundary it is about that) and at μ = 0, c/2 its power.
+struct EquivalenceOptions {
+  std::string replicates = "64,256,1024";
+  std::string effects = "0,0.5,1,2";  // μ / c
+  std::string sigmas = "0.25,1";      // σ in ULP
+  std::string levels = "5,2";         // z*: 5 ships; 2 makes the size measurable (Φ(-2) = 0.023)
+  double c = kcert::stats::BiasThresholds{}.c;
+  double samples = 20000;
+  std::uint64_t seed = 11;
+  bool check = false;
+};
+
+int equivalence_study(const EquivalenceOptions& o) {
+  std::cout << fmt::format(
+      "P(shown equivalent within ±c) of one bucket, c = {:g} ULP: differences N(μ, σ²) per replicate, the (1 - 2Φ(-z*)) t interval\n"
+      "of the mean inside ±c (stats::equivalence_bucket). Size: μ >= c, promised <= Φ(-z*); power: μ < c. {:g} runs per cell, 95 % Wilson\n"
+      "intervals; 'R needed' is stats::replicates_for_equivalence at the true μ and σ.\n\n",
+      o.c, o.samples);
+  std::cout << "| z* | Φ(-z*) | σ (ULP) | μ / c |";
+  const auto Rs = parse_list(o.replicates);
+  for (double R : Rs) std::cout << fmt::format(" R = {:g} |", R);
+  std::cout << " R needed |\n|---|---|---|---|";
+  for (std::size_t i = 0; i <= Rs.size(); ++i) std::cout << "---|";
+  std::cout << "\n";
+  bool ok = true;
+  std::uint64_t cell = 0;
+  const boost::math::normal_distribution<double> standard;
+  for (double z : parse_list(o.levels)) {
+    const double a = boost::math::cdf(boost::math::complement(standard, z));
+    for (double sigma : parse_list(o.sigmas)) {
+      for (double effect : parse_list(o.effects)) {
+        const double mu = effect * o.c;
+        std::cout << fmt::format("| {:g} | {:.3g} | {:g} | {:g} |", z, a, sigma, effect);
+        for (double Rd : Rs) {
+          const auto R = static_cast<std::uint64_t>(Rd);
+          const double cut = kcert::stats::t_cut(R, z);
+          SplitMix64 rng(derive_seed(o.seed, ++cell));
+          const auto normal = [&] {  // Box-Muller on the portable generator
+            const double u1 = 1.0 - rng.uniform(), u2 = rng.uniform();
+            return std::sqrt(-2.0 * std::log(u1)) * std::cos(2.0 * M_PI * u2);
+          };
+          double hits = 0;
+          const auto runs = static_cast<std::uint64_t>(o.samples);
+          for (std::uint64_t k = 0; k < runs; ++k) {
+            kcert::stats::RunningMoments m;
+            for (std::uint64_t r = 0; r < R; ++r) m.add(mu + sigma * normal());
+            hits += kcert::stats::equivalence_bucket({R, m.mean(), m.sd(), 1.0}, o.c, cut).equivalent;
+          }
+          const auto [lo, hi] = wilson(hits, o.samples);
+          std::cout << fmt::format(" {:.4f} [{:.4f}, {:.4f}] |", hits / o.samples, lo, hi);
+          // Size: at or beyond the bound the statement may hold at most at its level.
+          if (o.check && effect >= 1.0 && lo > a) {
+            ok = false;
+            std::cerr << fmt::format("equivalence shown too often at μ = {:g} c, σ {:g}, R {}, z* {:g}: [{:.4g}, {:.4g}] against Φ(-z*) = {:.4g}\n",
+                                     effect, sigma, R, z, lo, hi, a);
+          }
+          // Power where the truth is well inside and the interval is narrow: it must be shown.
+          const double half = cut * sigma / std::sqrt(Rd);
+          if (o.check && effect == 0.0 && half < 0.5 * o.c && hi < 0.99) {
+            ok = false;
+            std::cerr << fmt::format("equivalence missed at μ = 0, σ {:g}, R {} (half-width {:.3g} < c/2): [{:.4g}, {:.4g}]\n", sigma, R, half, lo, hi);
+          }
+        }
+        const auto need = kcert::stats::replicates_for_equivalence(std::fabs(mu), sigma, o.c, z);
+        std::cout << (need == 0 ? std::string(" none |") : fmt::format(" {} |", need)) << "\n";
+      }
+    }
+  }
+  return ok ? 0 : 1;
 }
 
 // ---- bias attribution against the oracle --------------------------------------------------
@@ -888,7 +967,18 @@ int main(int argc, char** argv) {
   dw->add_option("--seed", dwo.seed)->capture_default_str();
   dw->add_flag("--bf16-accumulation", dwo.bf16_accumulation, "the production accumulates dW in bf16 (defect BN30): shows the check can fail");
   dw->add_flag("--check", dwo.check, "exit 1 when a per-bucket rate's 95 % interval lies above 1.5x its level");
+  EquivalenceOptions eo;
+  auto* eq = app.add_subcommand("equivalence", "size and power of the bias gate's equivalence statement (TOST within ±c ULP)");
+  eq->add_option("--replicates", eo.replicates, "R values, comma-separated")->capture_default_str();
+  eq->add_option("--effects", eo.effects, "true mean as a multiple of c, comma-separated")->capture_default_str();
+  eq->add_option("--sigmas", eo.sigmas, "per-replicate sd of the bucket statistic (ULP), comma-separated")->capture_default_str();
+  eq->add_option("--levels", eo.levels, "z* values, comma-separated")->capture_default_str();
+  eq->add_option("--c", eo.c, "the equivalence bound, ULP")->capture_default_str();
+  eq->add_option("--samples", eo.samples, "runs per cell")->capture_default_str();
+  eq->add_option("--seed", eo.seed)->capture_default_str();
+  eq->add_flag("--check", eo.check, "exit 1 when a size cell's interval lies above Φ(-z*) or a well-powered null cell misses");
   CLI11_PARSE(app, argc, argv);
+  if (*eq) return equivalence_study(eo);
   if (*dw) return dw_null(dwo);
   if (*gate) return gate_study(go);
   if (*attr) return attribution_study(ao);

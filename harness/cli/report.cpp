@@ -246,6 +246,13 @@ void print_falsifiability(std::ostream& out, const eval::Falsifiability& f) {
     out << fmt::format("  variance verdicts confirmed on a fresh replicate set after repeated looks (stored results): {} ({} disagreed, the stricter stood)\n",
                        f.confirmed, f.confirmation_disagreed);
   }
+  if (f.positives_equivalent + f.positives_not_shown_equivalent > 0) {
+    // What a positive's bias PASS rests on (issue 32): shown equivalent within ±c, or only not detected.
+    std::string families;
+    for (const auto& [name, c] : f.equivalence_by_family) families += fmt::format("{}{} {}/{}", families.empty() ? "" : ", ", name, c.first, c.first + c.second);
+    out << fmt::format("  bias PASS of positives: {} equivalent within ±c ULP, {} not shown equivalent (by family, equivalent/PASS: {})\n",
+                       f.positives_equivalent, f.positives_not_shown_equivalent, families);
+  }
   out << fmt::format("expectations met: {}/{}\n", f.expectations_met, f.negatives + f.positives + f.errors);
   for (const auto& u : f.unexpected) out << "  UNEXPECTED " << u << "\n";
   for (const auto& [id, condition] : f.conditioned) out << "  JUDGED " << id << " by its expectation " << condition_in_words(condition) << "\n";
@@ -297,6 +304,12 @@ void markdown_falsifiability(std::ostream& out, const eval::Falsifiability& f) {
                      f.confirmed > 0 ? fmt::format(" Variance verdicts confirmed on a fresh replicate set (stored results): {} ({} disagreed).",
                                                    f.confirmed, f.confirmation_disagreed)
                                      : std::string());
+  if (f.positives_equivalent + f.positives_not_shown_equivalent > 0) {
+    out << fmt::format("\nBias PASS of positives: {} shown equivalent within ±c ULP (TOST), {} not shown equivalent.\n\n"
+                       "| family | equivalent | not shown equivalent |\n|---|---|---|\n",
+                       f.positives_equivalent, f.positives_not_shown_equivalent);
+    for (const auto& [name, c] : f.equivalence_by_family) out << fmt::format("| {} | {} | {} |\n", name, c.first, c.second);
+  }
   for (const auto& [id, condition] : f.conditioned) out << "\nJudged by its expectation " << condition_in_words(condition) << ": `" << id << "`.\n";
   for (const auto& [id, why] : f.skipped) out << "\nSkipped (not counted): `" << id << "`: " << why << "\n";
 }

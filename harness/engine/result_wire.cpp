@@ -69,13 +69,14 @@ template <class A> void fields(A& a, gates::BucketReport& b) {
 }
 template <class A> void fields(A& a, gates::BiasStatisticResult& s) {
   a(s.statistic, s.deciding, s.verdict, s.fail_buckets, s.warn_buckets, s.attributed_buckets, s.max_abs_z, s.max_ulp_effect,
-    s.flagged, s.top, s.frontier);
+    s.flagged, s.top, s.frontier, s.equivalent, s.equivalence_bound_ulp, s.widest_ulp, s.widest_bucket, s.equivalent_buckets,
+    s.replicates_needed);
 }
 template <class A> void fields(A& a, stats::BiasThresholds& t) { a(t.z_star, t.s_min, t.c, t.c_magnitude); }
 template <class A> void fields(A& a, stats::CertifiedHorizon& h) { a(h.rho_min, h.t_cert); }
 template <class A> void fields(A& a, gates::BiasResult& b) {
   a(b.verdict, b.axis, b.buckets, b.replicates, b.thresholds, b.z_cut, b.union_bound, b.horizon, b.signed_statistic,
-    b.magnitude_statistic, b.attribution, b.reason);
+    b.magnitude_statistic, b.attribution, b.equivalent, b.reason);
 }
 template <class A> void fields(A& a, stats::VarianceSettings& s) {
   a(s.tail_q, s.horizon, s.warn_k, s.fail_k, s.bootstrap, s.seed, s.bootstrap_kind, s.min_exceedances, s.level,

@@ -55,6 +55,7 @@ BiasStatisticResult judge(const stats::BucketMoments& m, const BiasAccumulator::
   out.statistic = which;
   std::vector<BucketReport> all;
   all.reserve(m.buckets());
+  double hardest = -1.0, hardest_mean = 0.0, hardest_sd = 0.0;
   for (std::size_t g = 0; g < m.buckets(); ++g) {
     const auto& mg = m[g];
     const auto d = stats::decide_bucket({mg.count(), mg.mean(), mg.sd(), ulp[g]}, t, cut);
@@ -82,6 +83,22 @@ BiasStatisticResult judge(const stats::BucketMoments& m, const BiasAccumulator::
         ++out.attributed_buckets;
       }
     }
+    // Equivalence within ±c: the bucket's (1 - 2a) interval, and the R its mean and sd would need.
+    const stats::BucketSample bs{mg.count(), mg.mean(), mg.sd(), ulp[g]};
+    const auto eq = stats::equivalence_bucket(bs, t.c, cut);
+    out.equivalent_buckets += eq.equivalent;
+    if (eq.widest_ulp > out.widest_ulp || out.widest_bucket < 0) {
+      out.widest_ulp = eq.widest_ulp;
+      out.widest_bucket = static_cast<std::int64_t>(g);
+    }
+    // The hardest bucket to show equivalent: the largest sd / (c - |mean|), in ULP.
+    const double room = t.c - std::fabs(mg.mean()) / ulp[g];
+    const double hardness = room <= 0.0 ? INFINITY : mg.sd() / ulp[g] / room;
+    if (hardness > hardest) {
+      hardest = hardness;
+      hardest_mean = std::fabs(mg.mean()) / ulp[g];
+      hardest_sd = mg.sd() / ulp[g];
+    }
     out.verdict = stats::worst(out.verdict, b.verdict);
     out.fail_buckets += b.verdict == Verdict::fail;
     out.warn_buckets += b.verdict == Verdict::warn;
@@ -99,6 +116,11 @@ BiasStatisticResult judge(const stats::BucketMoments& m, const BiasAccumulator::
     for (const auto& b : all) {
       if (b.verdict == want && out.flagged.size() < 64) out.flagged.push_back(b);
     }
+  }
+  out.equivalence_bound_ulp = t.c;
+  out.equivalent = out.equivalent_buckets == static_cast<std::int64_t>(m.buckets());
+  if (!out.equivalent && hardest >= 0.0) {
+    out.replicates_needed = stats::replicates_for_equivalence(hardest_mean, hardest_sd, t.c, t.z_star);
   }
   out.top.assign(all.begin(), all.begin() + static_cast<std::ptrdiff_t>(std::min<std::size_t>(5, all.size())));
   std::vector<std::pair<double, double>> sig;
@@ -119,6 +141,32 @@ BiasStatisticResult judge(const stats::BucketMoments& m, const BiasAccumulator::
 }
 
 }  // namespace
+
+std::string equivalence_words(const BiasResult& r) {
+  if (r.equivalent) {
+    std::string bounds;
+    for (const auto* s : {&r.signed_statistic, &r.magnitude_statistic}) {
+      if (!s->deciding) continue;
+      bounds += (bounds.empty() ? "" : ", ") + std::string(stats::to_string(s->statistic)) + " ±" +
+                stats::format_number(s->equivalence_bound_ulp) + " ULP";
+    }
+    return "equivalent within " + bounds + " (every bucket's 1 - 2Φ(-" + stats::format_number(r.thresholds.z_star) +
+           ") interval inside)";
+  }
+  // The deciding statistic furthest from equivalence names the figures.
+  const BiasStatisticResult* worst = nullptr;
+  for (const auto* s : {&r.signed_statistic, &r.magnitude_statistic}) {
+    if (s->deciding && !s->equivalent && (worst == nullptr || s->widest_ulp / s->equivalence_bound_ulp > worst->widest_ulp / worst->equivalence_bound_ulp))
+      worst = s;
+  }
+  if (worst == nullptr) return "not shown equivalent";
+  std::string need = worst->replicates_needed == 0 ? std::string("no R would show it: a bucket's mean is at or beyond the bound")
+                     : worst->replicates_needed > (std::uint64_t{1} << 20) ? std::string("equivalence would need R > 2^20")
+                                                                          : "equivalence would need R ≈ " + std::to_string(worst->replicates_needed);
+  return "not shown equivalent: " + std::string(stats::to_string(worst->statistic)) + " interval up to ±" +
+         stats::format_number(worst->widest_ulp) + " ULP at bucket " + std::to_string(worst->widest_bucket) + " against ±" +
+         stats::format_number(worst->equivalence_bound_ulp) + " (" + need + ")";
+}
 
 BiasResult BiasAccumulator::decide(const stats::BiasThresholds& thresholds,
                                    const std::vector<stats::BiasStatistic>& deciding, stats::FloatFormat working,
@@ -169,10 +217,12 @@ BiasResult BiasAccumulator::decide(const stats::BiasThresholds& thresholds,
                              floors_of(stats::BiasStatistic::signed_difference), r.z_cut);
   r.magnitude_statistic = judge(magnitude_, attributable_ ? &magnitude_sides_ : nullptr, scale, ulp,
                                 stats::BiasStatistic::magnitude, floors_of(stats::BiasStatistic::magnitude), r.z_cut);
+  r.equivalent = !deciding.empty();
   for (auto s : deciding) {
     auto& res = s == stats::BiasStatistic::signed_difference ? r.signed_statistic : r.magnitude_statistic;
     res.deciding = true;
     r.verdict = stats::worst(r.verdict, res.verdict);
+    r.equivalent = r.equivalent && res.equivalent;
   }
   // "of 256 channel buckets: signed 32 FAIL / 154 WARN (max |z| 75.65); magnitude ...",
   // the deciding statistics only.
@@ -182,6 +232,9 @@ BiasResult BiasAccumulator::decide(const stats::BiasThresholds& thresholds,
     r.reason += std::string(r.reason.back() == ':' ? " " : "; ") + std::string(stats::to_string(s->statistic)) + " " +
                 std::to_string(s->fail_buckets) + " FAIL / " + std::to_string(s->warn_buckets) + " WARN (max |z| " + stats::format_number(s->max_abs_z) + ")";
   }
+  // A PASS says what it rests on (issue 32): shown equivalent within ±c, or only not detected,
+  // with the widest interval and the R equivalence would need.
+  if (r.verdict == Verdict::pass) r.reason += "; " + equivalence_words(r);
   // "; 64 FAIL buckets attributed to the reference: ..." once per gate, with the worst one.
   std::int64_t attributed = 0;
   const BucketReport* example = nullptr;

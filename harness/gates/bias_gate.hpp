@@ -56,6 +56,11 @@ class BiasAccumulator {
   double peak_sum_ = 0.0;
 };
 
+// What a bias PASS rests on, in words (issue 32): "equivalent within signed ±0.3 ULP, ..."
+// or "not shown equivalent: signed interval up to ±0.41 ULP at bucket 29 against ±0.3
+// (equivalence would need R ≈ 2900)".
+std::string equivalence_words(const BiasResult& result);
+
 struct BiasSettings {
   std::uint64_t replicates = 1024;  // R, declared before any data is seen
   stats::BiasThresholds thresholds;

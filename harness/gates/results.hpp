@@ -67,6 +67,17 @@ struct BiasStatisticResult {
   // buckets are left out: they do not FAIL under any floors (an approximation: a lower floor
   // could make the production's own bias FAIL and undo an attribution; docs/bias-floors.md).
   std::vector<std::pair<double, double>> frontier;
+  // Equivalence (TOST, stats::equivalence_bucket): every bucket's (1 - 2a) interval inside
+  // ±c ULP (c: this statistic's floor), a = Φ(-z*). `widest_ulp` is the largest |bound| of
+  // any bucket's interval, at `widest_bucket`; `replicates_needed` the R at which the
+  // hardest bucket (its mean and sd held) would fit: 0 when its |mean| is at or beyond c,
+  // 2^20 + 1 when beyond the cap.
+  bool equivalent = false;
+  double equivalence_bound_ulp = 0.0;  // c
+  double widest_ulp = 0.0;
+  std::int64_t widest_bucket = -1;
+  std::int64_t equivalent_buckets = 0;
+  std::uint64_t replicates_needed = 0;
 };
 
 struct BiasResult {
@@ -81,6 +92,9 @@ struct BiasResult {
   BiasStatisticResult signed_statistic;
   BiasStatisticResult magnitude_statistic;
   bool attribution = false;  // both sides' errors against the oracle were observed
+  // Every deciding statistic shown equivalent within its ±c (a PASS that is more than "not
+  // detected"; BiasStatisticResult::equivalent).
+  bool equivalent = false;
   std::string reason;
 };
 

@@ -4,6 +4,7 @@
 #include <boost/math/distributions/non_central_t.hpp>
 #include <boost/math/distributions/normal.hpp>
 #include <boost/math/distributions/students_t.hpp>
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <stdexcept>
@@ -112,6 +113,44 @@ Attribution attribute_bucket(const BucketDecision& difference, const Attribution
   a.production_closer = difference.significant && a.ref.significant && towards != 0 &&
                         difference.direction == -towards && !prod_biased && (!a.prod.significant || margin);
   return a;
+}
+
+BucketEquivalence equivalence_bucket(const BucketSample& b, double c, double cut) {
+  // The same input checks as the decision (a bucket the gate could not judge has no interval).
+  BiasThresholds t;
+  t.c = c;
+  (void)decide_bucket(b, t, cut);
+  BucketEquivalence e;
+  const double half = cut * b.sd / std::sqrt(static_cast<double>(b.replicates));
+  e.lower_ulp = (b.mean - half) / b.ulp;
+  e.upper_ulp = (b.mean + half) / b.ulp;
+  e.widest_ulp = std::max(std::fabs(e.lower_ulp), std::fabs(e.upper_ulp));
+  e.equivalent = e.widest_ulp <= c;
+  return e;
+}
+
+std::uint64_t replicates_for_equivalence(double abs_mean_ulp, double sd_ulp, double c, double z_star, std::uint64_t cap) {
+  require_positive(c, "c");
+  require_positive(z_star, "z_star");
+  if (!(abs_mean_ulp >= 0.0) || !(sd_ulp >= 0.0) || !std::isfinite(sd_ulp) || !std::isfinite(abs_mean_ulp))
+    throw std::invalid_argument("replicates_for_equivalence: |mean| and sd must be finite and >= 0");
+  if (abs_mean_ulp >= c) return 0;
+  const double k = sd_ulp / (c - abs_mean_ulp);  // the interval fits when cut·k/√R <= 1
+  if (k == 0.0) return 2;
+  const auto fits = [&](std::uint64_t r) { return t_cut(r, z_star) * k / std::sqrt(static_cast<double>(r)) <= 1.0; };
+  if (fits(2)) return 2;
+  // cut(R)·k/√R falls with R: grow to a bracket, then bisect to the smallest R that fits.
+  std::uint64_t lo = 2, hi = std::max<std::uint64_t>(3, static_cast<std::uint64_t>(std::ceil(z_star * z_star * k * k)));
+  while (!fits(hi)) {
+    if (hi > cap) return cap + 1;
+    lo = hi;
+    hi *= 2;
+  }
+  while (hi - lo > 1) {
+    const auto mid = lo + (hi - lo) / 2;
+    (fits(mid) ? hi : lo) = mid;
+  }
+  return hi > cap ? cap + 1 : hi;
 }
 
 double per_bucket_false_alarm(double z_star) {

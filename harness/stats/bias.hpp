@@ -102,6 +102,27 @@ struct Attribution {
 Attribution attribute_bucket(const BucketDecision& difference, const AttributionSample& sample,
                              const BiasThresholds& thresholds, double cut);
 
+// Equivalence of one bucket (TOST, issue 32): the two one-sided t tests at level a = Φ(-z*),
+// the level each side of the significance cut is set to, reject |μ| >= c·u_g exactly when the
+// (1 - 2a) interval mean ± cut·sd/√R lies inside ±c·u_g (cut = t_cut(R, z*)). A statistic
+// whose every bucket is inside is shown equivalent within ±c ULP: as an intersection-union
+// test its level is a, with no union correction. A PASS without it is "not detected", not
+// "shown equivalent" (method.md's caveat).
+struct BucketEquivalence {
+  double lower_ulp = 0.0, upper_ulp = 0.0;  // the interval, in units of the bucket's ULP
+  double widest_ulp = 0.0;                  // max(|lower|, |upper|)
+  bool equivalent = false;                  // widest_ulp <= c
+};
+// Throws as decide_bucket does.
+BucketEquivalence equivalence_bucket(const BucketSample& bucket, double c, double cut);
+
+// The R at which a bucket with this |mean| and sd (both in ULP of the bucket) would be shown
+// equivalent within ±c, the interval's width taken at that R's cut: the smallest R >= 2 with
+// |mean| + t_cut(R, z*)·sd/√R <= c. 0 when |mean| >= c (no R shows it); capped: a result
+// above `cap` returns cap + 1.
+std::uint64_t replicates_for_equivalence(double abs_mean_ulp, double sd_ulp, double c, double z_star,
+                                         std::uint64_t cap = std::uint64_t{1} << 20);
+
 // Two-sided per-bucket false-alarm probability 2Φ(-z*) (the level t_cut is set to).
 double per_bucket_false_alarm(double z_star);
 

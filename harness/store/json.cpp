@@ -162,7 +162,11 @@ nlohmann::json to_json(const gates::BiasStatisticResult& s) {
           {"warn_buckets", s.warn_buckets}, {"attributed_buckets", s.attributed_buckets},
           {"max_abs_z", json_number(s.max_abs_z)},
           {"max_ulp_effect", json_number(s.max_ulp_effect)}, {"flagged", flagged}, {"top", top},
-          {"frontier", frontier}};
+          {"frontier", frontier},
+          {"equivalence", {{"equivalent", s.equivalent}, {"bound_ulp", json_number(s.equivalence_bound_ulp)},
+                           {"widest_ulp", json_number(s.widest_ulp)}, {"widest_bucket", s.widest_bucket},
+                           {"equivalent_buckets", s.equivalent_buckets},
+                           {"replicates_needed", s.equivalent ? nlohmann::json(nullptr) : nlohmann::json(s.replicates_needed)}}}};
 }
 
 nlohmann::json expectation_json(const contract::Expectation& e) {
@@ -223,7 +227,7 @@ nlohmann::json to_json(const engine::CaseResult& r) {
                    {"replicates", b.replicates},
                    {"thresholds", {{"z_star", b.thresholds.z_star}, {"z_cut", json_number(b.z_cut)}, {"s_min", b.thresholds.s_min}, {"c", b.thresholds.c}, {"c_magnitude", b.thresholds.c_magnitude}}},
                    {"deciding", deciding}, {"union_bound", json_number(b.union_bound)},
-                   {"attribution", b.attribution},
+                   {"attribution", b.attribution}, {"equivalent", b.equivalent},
                    {"rho_min", json_number(b.horizon.rho_min)}, {"T_cert", json_number(b.horizon.t_cert)},
                    {"reason", b.reason}, {"signed", to_json(b.signed_statistic)},
                    {"magnitude", to_json(b.magnitude_statistic)}};

@@ -134,3 +134,35 @@ TEST_CASE("the |z| cut is SciPy's Student-t quantile at the level 2 Phi(-z*)", "
   }
   CHECK_THROWS(kcert::stats::t_cut(1, 5.0));
 }
+
+TEST_CASE("equivalence: the (1 - 2Phi(-z*)) interval of the mean inside +-c ULP", "[bias][equivalence]") {
+  const double cut = kcert::stats::t_cut(256, 5.0);
+  // mean 0.1 ULP, sd 0.5 ULP at R 256: half-width cut * 0.5 / 16 ULP.
+  const auto e = kcert::stats::equivalence_bucket({256, 0.1 * kUlp, 0.5 * kUlp, kUlp}, 0.3, cut);
+  const double half = cut * 0.5 / 16.0;
+  CHECK_THAT(e.lower_ulp, Catch::Matchers::WithinRel(0.1 - half, 1e-12));
+  CHECK_THAT(e.upper_ulp, Catch::Matchers::WithinRel(0.1 + half, 1e-12));
+  CHECK_THAT(e.widest_ulp, Catch::Matchers::WithinRel(0.1 + half, 1e-12));
+  CHECK(e.equivalent == (0.1 + half <= 0.3));
+  CHECK(e.equivalent);
+  // The same mean with four times the sd: the interval crosses the bound.
+  CHECK_FALSE(kcert::stats::equivalence_bucket({256, 0.1 * kUlp, 2.0 * kUlp, kUlp}, 0.3, cut).equivalent);
+  // A bit-identical bucket is equivalent at any R; a constant difference at the bound is not.
+  CHECK(kcert::stats::equivalence_bucket({2, 0.0, 0.0, kUlp}, 0.3, kcert::stats::t_cut(2, 5.0)).equivalent);
+  CHECK_FALSE(kcert::stats::equivalence_bucket({64, 0.31 * kUlp, 0.0, kUlp}, 0.3, kcert::stats::t_cut(64, 5.0)).equivalent);
+  CHECK_THROWS_AS(kcert::stats::equivalence_bucket({1, 0.0, 0.0, kUlp}, 0.3, cut), std::invalid_argument);
+}
+
+TEST_CASE("equivalence: the R a bucket needs is the smallest whose interval fits, by brute force", "[bias][equivalence]") {
+  for (const auto& [mean, sd] : std::vector<std::pair<double, double>>{{0.0, 1.0}, {0.15, 1.0}, {0.0, 0.25}, {0.29, 0.1}, {0.1, 3.0}}) {
+    const auto need = kcert::stats::replicates_for_equivalence(mean, sd, 0.3, 5.0);
+    INFO("mean " << mean << " sd " << sd << " -> " << need);
+    REQUIRE(need >= 2);
+    const auto fits = [&](std::uint64_t r) { return mean + kcert::stats::t_cut(r, 5.0) * sd / std::sqrt(double(r)) <= 0.3; };
+    CHECK(fits(need));
+    if (need > 2) CHECK_FALSE(fits(need - 1));
+  }
+  CHECK(kcert::stats::replicates_for_equivalence(0.3, 1.0, 0.3, 5.0) == 0);  // at the bound: no R
+  CHECK(kcert::stats::replicates_for_equivalence(0.0, 0.0, 0.3, 5.0) == 2);
+  CHECK(kcert::stats::replicates_for_equivalence(0.2999, 10.0, 0.3, 5.0, 1000) == 1001);  // beyond the cap
+}
