@@ -90,7 +90,7 @@ void register_list_command(CLI::App& app, const kernels::Registry& registry) {
                        {"probe_params", params_json(f.probe_params)}, {"variants", variants},
                        {"gradients", gradients},
                        {"dy_kinds", f.gradients.empty() ? nlohmann::json::array()
-                                                        : nlohmann::json{"shifted", "self_correlated", "zero_mean"}}});
+                                                        : nlohmann::json{"shifted", "self_correlated", "zero_mean", "heavy_tailed", "loss_shaped"}}});
         continue;
       }
       // Names and docs come from plugins too: escaped for the terminal (terminal_text.hpp).
@@ -103,7 +103,7 @@ void register_list_command(CLI::App& app, const kernels::Registry& registry) {
       if (f.gradients.empty()) {
         std::cout << "\n  backward: none yet (direction: forward only)";
       } else {
-        std::cout << "\n  backward: dy kinds shifted (default), self_correlated, zero_mean; gradients:";
+        std::cout << "\n  backward: dy kinds shifted (default), self_correlated, zero_mean, heavy_tailed, loss_shaped; gradients:";
         for (const auto& g : f.gradients) {
           std::cout << fmt::format("\n    {} (of {}; buckets {}{}): {}", t(g.schema.name), t(g.schema.input),
                                    t(fmt::format("{}", fmt::join(g.schema.bucket_axes, ", "))),

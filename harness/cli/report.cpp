@@ -94,9 +94,13 @@ void print_case_details(std::ostream& out, const engine::CaseResult& r) {
       return it == r.gradient_decided_by.end() ? std::string("-") : it->second;
     };
     const auto& bw = tc.backward;
-    out << fmt::format("  backward  dy {} (shift {}, scale {}); {} gradient(s), the worst decides: algebra by {}, bias by {}, "
+    std::string extra;
+    if (bw.dy_kind == "loss_shaped") extra += ", margin " + num(bw.dy_margin);
+    if (bw.dy_zero_rows > 0) extra += fmt::format(", {} zero rows", bw.dy_zero_rows);
+    if (bw.dy_huge_row != 1.0) extra += ", last row x" + num(bw.dy_huge_row);
+    out << fmt::format("  backward  dy {} (shift {}, scale {}{}); {} gradient(s), the worst decides: algebra by {}, bias by {}, "
                        "variance by {}\n",
-                       bw.dy_kind, num(bw.dy_shift), num(bw.dy_scale), r.gradients.size(), by("algebra"), by("bias"),
+                       bw.dy_kind, num(bw.dy_shift), num(bw.dy_scale), extra, r.gradients.size(), by("algebra"), by("bias"),
                        by("variance"));
     for (const auto& g : r.gradients) {
       out << fmt::format("    {:<6} {:<5} algebra {:<4}  bias {:<4} ({} buckets, max |z| {}, {} ULP)  variance {:<4} (U {})  {}\n",

@@ -31,11 +31,19 @@ inline std::string_view to_string(Direction d) { return d == Direction::forward 
 // defects). Kinds: `shifted` N(shift, scale²), which gives a weight's gradient a mean
 // (E[dW_c] = N·E[dy·x̂]) so accumulation bias has a direction to show; `self_correlated`
 // dy = y + N(0, scale²) with y the fp64 oracle's output (the gradient of ½‖y‖² plus noise);
-// `zero_mean` N(0, scale²), the specificity probe of the variance gate.
+// `zero_mean` N(0, scale²), the specificity probe of the variance gate; `heavy_tailed`
+// shift + scale·t₃ (Student t, 3 degrees of freedom: rare huge entries); `loss_shaped`, per row
+// of the last axis the cross-entropy gradient softmax(l) - onehot(t) of logits
+// l ~ N(0, scale²) with `margin` added on a random target t (a confident row: one entry near
+// -(1 - p_t), the rest tiny). Stress rows on top of any kind (catalog 4.1): `zero_rows`
+// evenly spaced rows set to 0, and the last row multiplied by `huge_row`.
 struct BackwardProbe {
   std::string dy_kind = "shifted";
   double dy_shift = 0.5;
   double dy_scale = 1.0;
+  double dy_margin = 8.0;         // loss_shaped: the target logit's lead
+  std::int64_t dy_zero_rows = 0;  // rows of dy (all axes but the last, flattened) set to 0
+  double dy_huge_row = 1.0;       // the last row's factor (1: none)
   std::vector<std::string> gradients;         // certified gradients; empty = every one the family declares
   std::map<std::string, std::string> buckets;  // gradient -> bucket axis (default: the gradient's first)
 };

@@ -66,6 +66,42 @@ torch::Tensor GradientPair::checked_production(torch::Tensor g, const torch::Ten
   return torch::zeros_like(like);
 }
 
+torch::Tensor draw_dy(kernels::InputStream& stream, const torch::Tensor& y64, const contract::BackwardProbe& bw) {
+  const auto device = y64.device();
+  const auto shape = y64.sizes();
+  torch::Tensor dy;
+  if (bw.dy_kind == "heavy_tailed") {
+    // Student t with 3 df, z / sqrt(chi²₃ / 3), from four normals per element.
+    const auto z = stream.normal(shape, torch::kFloat64);
+    auto chi = torch::zeros(shape, torch::kFloat64);
+    for (int k = 0; k < 3; ++k) chi = chi + stream.normal(shape, torch::kFloat64).square();
+    dy = (z / (chi / 3.0).sqrt()).to(device) * bw.dy_scale + bw.dy_shift;
+  } else if (bw.dy_kind == "loss_shaped") {
+    // softmax(l) - onehot(t) per row: l ~ N(0, scale²), the target's logit raised by margin.
+    const auto last = shape.empty() ? std::int64_t{1} : shape.back();
+    const auto rows = y64.numel() / std::max<std::int64_t>(1, last);
+    auto logits = stream.normal({rows, last}, torch::kFloat64) * bw.dy_scale;
+    const auto target = stream.integers(last, {rows});
+    const auto onehot = torch::zeros({rows, last}, torch::kFloat64).scatter_(1, target.unsqueeze(1), 1.0);
+    logits = logits + onehot * bw.dy_margin;
+    dy = (torch::softmax(logits, 1) - onehot).reshape(shape).to(device);
+  } else {
+    dy = stream.normal(shape, torch::kFloat64).to(device) * bw.dy_scale + bw.dy_shift;
+    if (bw.dy_kind == "self_correlated") dy = dy + y64;
+  }
+  if (bw.dy_zero_rows > 0 || bw.dy_huge_row != 1.0) {
+    const auto last = shape.empty() ? std::int64_t{1} : shape.back();
+    const auto rows = dy.numel() / std::max<std::int64_t>(1, last);
+    auto flat = dy.reshape({rows, last}).clone();
+    // Evenly spaced zero rows from row 0 (as the forward's outlier channels), at most every row.
+    const auto n = std::min<std::int64_t>(bw.dy_zero_rows, rows);
+    for (std::int64_t i = 0; i < n; ++i) flat[i * rows / n].zero_();
+    if (bw.dy_huge_row != 1.0 && rows > 0) flat[rows - 1].mul_(bw.dy_huge_row);
+    dy = flat.reshape(shape);
+  }
+  return dy;
+}
+
 PairOutputs GradientPair::evaluate(std::uint64_t first, std::int64_t count) {
   const auto td = Clock::now();
   const auto stacked = draw_replicates(family_, tc_.probe, fixed_cpu_, tc_.probe.seed, first, count);
@@ -90,8 +126,7 @@ PairOutputs GradientPair::evaluate(std::uint64_t first, std::int64_t count) {
     // dy: N(shift, scale²) from the replicate's own dy stream, plus the oracle's output for
     // the self-correlated kind; rounded to W, and the oracle gets exactly that W value.
     kernels::InputStream stream(stats::derive_seed(dy_seed_, first + static_cast<std::uint64_t>(j)));
-    auto dy = stream.normal(y64.sizes(), torch::kFloat64).to(device_) * bw.dy_scale + bw.dy_shift;
-    if (bw.dy_kind == "self_correlated") dy = dy + y64;
+    const auto dy = draw_dy(stream, y64, bw);
     const auto dy_w = dy.to(working_dtype_);
     const auto dy_64 = dy_w.to(torch::kFloat64);
     const auto t1 = Clock::now();

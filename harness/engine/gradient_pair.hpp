@@ -12,10 +12,16 @@
 #include "harness/contract/test_case.hpp"
 #include "harness/engine/batch_pipeline.hpp"
 #include "harness/engine/case_result.hpp"
+#include "harness/kernels/probe.hpp"
 #include "harness/kernels/registry.hpp"
 #include "harness/numerics/precision.hpp"
 
 namespace kcert::engine {
+
+// One replicate's upstream gradient dy in fp64 (before rounding to W), shaped like the
+// reference's output y64, from the replicate's own stream (contract::BackwardProbe: kinds and
+// stress rows). Rows are all axes but the last, flattened.
+torch::Tensor draw_dy(kernels::InputStream& stream, const torch::Tensor& y64, const contract::BackwardProbe& probe);
 
 class GradientPair final : public PairSource {
  public:

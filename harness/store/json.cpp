@@ -310,7 +310,12 @@ nlohmann::json to_json(const engine::CaseResult& r) {
                        {"variance_reason", g.variance_reason}});
     }
     const auto& bw = tc.backward;
-    j["backward"] = {{"dy", {{"kind", bw.dy_kind}, {"shift", json_number(bw.dy_shift)}, {"scale", json_number(bw.dy_scale)}}},
+    nlohmann::json dy = {{"kind", bw.dy_kind}, {"shift", json_number(bw.dy_shift)}, {"scale", json_number(bw.dy_scale)}};
+    // Written only where used, so the documents of cases without them keep their bits.
+    if (bw.dy_kind == "loss_shaped") dy["margin"] = json_number(bw.dy_margin);
+    if (bw.dy_zero_rows > 0) dy["zero_rows"] = bw.dy_zero_rows;
+    if (bw.dy_huge_row != 1.0) dy["huge_row"] = json_number(bw.dy_huge_row);
+    j["backward"] = {{"dy", dy},
                      {"gradients", grads},
                      {"decided_by", r.gradient_decided_by}};
   } else {

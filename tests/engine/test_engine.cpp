@@ -9,6 +9,7 @@
 
 #include "harness/engine/draw.hpp"
 #include "harness/engine/engine.hpp"
+#include "harness/engine/gradient_pair.hpp"
 #include "harness/gates/bias_gate.hpp"
 #include "harness/kernels/registry.hpp"
 #include "harness/numerics/math_modes.hpp"
@@ -398,4 +399,53 @@ TEST_CASE("a case in both directions runs as two results, forward and backward, 
   CHECK(jf.at("case").at("id") == "two");
   CHECK(jb.at("case").at("id") == "two");
   CHECK(jb.at("expected").at("gradients").at("dw").at("algebra")[0] == "FAIL");
+}
+
+TEST_CASE("the dy probe's kinds and stress rows", "[engine][backward]") {
+  const auto y = torch::zeros({64, 32}, torch::kFloat64);
+  kcert::contract::BackwardProbe p;
+  const auto draw = [&](std::uint64_t seed) {
+    kcert::kernels::InputStream s(seed);
+    return kcert::engine::draw_dy(s, y, p);
+  };
+  SECTION("loss_shaped: each row a cross-entropy gradient, summing to 0 with one confident target") {
+    p.dy_kind = "loss_shaped";
+    p.dy_margin = 8.0;
+    const auto dy = draw(3);
+    CHECK(dy.sizes() == y.sizes());
+    CHECK(dy.sum(1).abs().max().item<double>() < 1e-12);
+    // One negative entry per row (the target), -(1 - p_t) with p_t ~ 0.98 at margin 8 over 32
+    // lanes: a confident row's gradient is small everywhere, the regime of BN16/BN17.
+    CHECK((dy < 0).sum(1).eq(1).all().item<bool>());
+    const double target = std::get<0>(dy.min(1)).mean().item<double>();
+    CHECK(target < -0.005);
+    CHECK(target > -0.1);
+  }
+  SECTION("heavy_tailed: Student t with 3 df, far heavier tails than the Gaussian") {
+    p.dy_kind = "heavy_tailed";
+    p.dy_shift = 0.0;
+    const auto dy = draw(4);
+    const auto big = (dy.abs() > 6.0).sum().item<double>() / static_cast<double>(dy.numel());
+    CHECK(big > 1e-3);  // P(|t3| > 6) = 0.0093; a Gaussian's is 2e-9
+    CHECK(big < 3e-2);
+  }
+  SECTION("stress rows: evenly spaced zero rows and one huge last row, on any kind") {
+    p.dy_kind = "zero_mean";
+    p.dy_shift = 0.0;
+    p.dy_zero_rows = 4;
+    p.dy_huge_row = 256.0;
+    const auto dy = draw(5);
+    for (int r : {0, 16, 32, 48}) CHECK(dy[r].abs().max().item<double>() == 0.0);
+    CHECK(dy[1].abs().max().item<double>() > 0.0);
+    CHECK(dy[63].abs().max().item<double>() > 100.0);
+    p.dy_zero_rows = 0;
+    p.dy_huge_row = 1.0;
+    const auto plain = draw(5);
+    CHECK(torch::equal(dy[1], plain[1]));  // the same stream: the other rows are unchanged
+    CHECK(torch::allclose(dy[63], plain[63] * 256.0));
+  }
+  SECTION("the same seed gives the same bits") {
+    p.dy_kind = "heavy_tailed";
+    CHECK(torch::equal(draw(9), draw(9)));
+  }
 }

@@ -350,9 +350,20 @@ TEST_CASE("a malformed backward names its file, line, field and what was expecte
   CHECK_THROWS_WITH(parse(with("backward: {dy: {kind: shifted}}")),
                     Catch::Contains("backward: only a case with `direction: backward` or `both` has a backward probe"));
   CHECK_THROWS_WITH(parse(with("direction: backward\nbackward: {dy: {kind: ones}}")),
-                    Catch::Contains("backward.dy.kind: expected shifted, self_correlated or zero_mean, got 'ones'"));
+                    Catch::Contains("backward.dy.kind: expected shifted, self_correlated, zero_mean, heavy_tailed or loss_shaped, got 'ones'"));
   CHECK_THROWS_WITH(parse(with("direction: backward\nbackward: {dy: {kind: zero_mean, shift: 1.0}}")),
-                    Catch::Contains("backward.dy.shift: only the shifted kind has a shift"));
+                    Catch::Contains("backward.dy.shift: only the shifted and heavy_tailed kinds have a shift"));
+  CHECK_THROWS_WITH(parse(with("direction: backward\nbackward: {dy: {kind: shifted, margin: 4}}")),
+                    Catch::Contains("backward.dy.margin: only the loss_shaped kind has a margin"));
+  CHECK_THROWS_WITH(parse(with("direction: backward\nbackward: {dy: {zero_rows: -1}}")),
+                    Catch::Contains("backward.dy.zero_rows: expected an integer >= 0"));
+  CHECK_THROWS_WITH(parse(with("direction: backward\nbackward: {dy: {huge_row: 1e9}}")),
+                    Catch::Contains("backward.dy.huge_row: expected a factor <= 65536"));
+  const auto stress = parse(with("direction: backward\nbackward: {dy: {kind: loss_shaped, margin: 12, zero_rows: 2, huge_row: 64}}"));
+  CHECK(stress.backward.dy_margin == 12.0);
+  CHECK(stress.backward.dy_zero_rows == 2);
+  CHECK(stress.backward.dy_huge_row == 64.0);
+  CHECK(stress.backward.dy_shift == 0.0);
   CHECK_THROWS_WITH(parse(with("direction: backward\nbackward: {dy: {scale: 0}}")),
                     Catch::Contains("backward.dy.scale: expected a positive number"));
   CHECK_THROWS_WITH(parse(with("direction: backward\nbackward: {gradients: [db]}")),
