@@ -298,6 +298,15 @@ void markdown_falsifiability(std::ostream& out, const eval::Falsifiability& f) {
   row("**combined**", f.combined, true);
   row("bias gate, signed alone (notes)", f.bias_signed_only, true);
   row("combined, signed alone (notes)", f.combined_signed_only, true);
+  // Per direction (issue 31), each against its own counts.
+  if (f.by_direction.size() > 1 || f.by_direction.count("backward")) {
+    for (const auto& [d, t] : f.by_direction)
+      out << fmt::format("| combined, {} controls | {}/{} | {}/{} | {}/{} |\n", d, t.combined.detected, t.negatives,
+                         t.combined.false_fail, t.positives, t.combined.false_warn, t.positives);
+  }
+  if (const auto& t = f.both_directions)
+    out << fmt::format("| combined, cases in both directions | {}/{} | {}/{} | {}/{} |\n", t->combined.detected, t->negatives,
+                       t->combined.false_fail, t->positives, t->combined.false_warn, t->positives);
   row("assert_close (first replicate)", f.assert_close, false);
   row("FlashAttention 2x + 1 ULP rule", f.flash_attention, false);
   row("dynamo fp64 RMSE 3x rule", f.dynamo_fp64, false);
