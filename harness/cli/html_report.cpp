@@ -70,6 +70,18 @@ std::string text(const nlohmann::json& j, const char* key) {
 // which the JSON file stores as null; neither may reach a plot coordinate.
 bool finite(const nlohmann::json& j) { return j.is_number() && std::isfinite(j.get<double>()); }
 
+// Beside a variance PASS whose evidence does not reach the declared horizon (issue 32): the
+// chip says so where the verdict is read, not only in a footnote.
+std::string short_of_horizon(const nlohmann::json& variance) {
+  if (!variance.is_object() || variance.value("verdict", "") != "PASS") return "";
+  const auto e = variance.value("evidence", nlohmann::json::object());
+  if (!e.is_object() || !e.contains("reaches_horizon") || !e.at("reaches_horizon").is_boolean() || e.at("reaches_horizon").get<bool>())
+    return "";
+  const auto h = e.value("horizon", nlohmann::json());
+  return " <span class=\"badge short\" title=\"PASS short of the horizon: the evidence supports " +
+         (h.is_number() ? stats::format_number(h.get<double>()) : std::string("fewer")) + " replicates\">short</span>";
+}
+
 std::string badge(const std::string& verdict) {
   const std::string cls = verdict == "PASS"   ? "pass"
                           : verdict == "WARN" ? "warn"
@@ -101,6 +113,7 @@ th { background: #f2f2f2; }
 td.num { text-align: right; font-variant-numeric: tabular-nums; }
 .badge { display: inline-block; padding: 0.05em 0.5em; border-radius: 0.6em; font-weight: bold; font-size: 0.9em; }
 .pass { background: #d7f0d7; color: #155a15; } .warn { background: #fff0c2; color: #7a5a00; }
+.short { background: #e8e8f4; color: #3a3a6a; font-weight: normal; }
 .fail { background: #f8d0d0; color: #8a1010; } .error { background: #ddd; color: #333; }
 .skip { background: #fff; color: #555; border: 1px dashed #999; }
 .attention { background: #fff4e5; border-left: 4px solid #e08a00; padding: 0.5em 1em; }
@@ -469,7 +482,8 @@ HtmlReportSummary write_html_report(const HtmlReportInput& input, const fs::path
     rows += fmt::format(
         "<tr><td><a href=\"{}.html\">{}</a></td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td>"
         "<td class=\"num\">{}</td><td class=\"num\">{}</td><td>{}</td></tr>\n",
-        esc(stem), esc(id), esc(text(r, "kind")), esc(text(r, "family")), badge(va), badge(vb), badge(vv), badge(overall),
+        esc(stem), esc(id), esc(text(r, "kind")), esc(text(r, "family")), badge(va), badge(vb),
+        badge(vv) + short_of_horizon(gates.at("variance")), badge(overall),
         skipped ? "-" : num(gates.at("variance").value("U", nlohmann::json())),
         max_z >= 0 && !skipped ? stats::format_number(max_z) : "-",
         skipped ? "not run" : unexpected.empty() ? "met" : "<span class=\"badge fail\">missed</span>");

@@ -1,5 +1,7 @@
 #include "harness/cli/junit.hpp"
 
+#include "harness/stats/format.hpp"
+
 #include <fmt/format.h>
 
 #include <cstdint>
@@ -71,6 +73,19 @@ std::string junit_xml(const std::vector<nlohmann::json>& documents, const std::s
         reasons += fmt::format("{} {}: {}\n", g, str(gate, "verdict"), str(gate, "reason"));
       }
     }
+    // A variance PASS resting on less than the horizon says so where the verdict is read
+    // (issue 32), not only in the report's footnote.
+    std::string shown = verdict;
+    if (d.contains("gates") && d.at("gates").is_object()) {
+      const auto& v = d.at("gates").value("variance", nlohmann::json::object());
+      const auto& e = v.value("evidence", nlohmann::json::object());
+      if (str(v, "verdict") == "PASS" && e.contains("reaches_horizon") && e.at("reaches_horizon").is_boolean() &&
+          !e.at("reaches_horizon").get<bool>()) {
+        const auto h = e.value("horizon", nlohmann::json());
+        shown += " (variance PASS short of the horizon: the evidence supports " +
+                 (h.is_number() ? stats::format_number(h.get<double>()) : std::string("fewer")) + " replicates)";
+      }
+    }
     if (d.contains("skipped") && d.at("skipped").is_string()) {
       // A control this build cannot run (a newer LibTorch's kernel): a skipped test, not a pass.
       ++skipped;
@@ -89,7 +104,7 @@ std::string junit_xml(const std::vector<nlohmann::json>& documents, const std::s
       ++failures;
       cases += fmt::format("      <failure message=\"FAIL\" type=\"verdict\">{}</failure>\n", xml(reasons));
     }
-    cases += fmt::format("      <system-out>{}</system-out>\n    </testcase>\n", xml("verdict " + verdict + "\n" + reasons));
+    cases += fmt::format("      <system-out>{}</system-out>\n    </testcase>\n", xml("verdict " + shown + "\n" + reasons));
   }
   return fmt::format(
       "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<testsuites name=\"kcert\" tests=\"{0}\" failures=\"{1}\" errors=\"{2}\" "

@@ -44,3 +44,15 @@ TEST_CASE("JUnit: characters XML 1.0 cannot hold are dropped and the file stays 
   CHECK(std::system(("xmllint --noout " + path).c_str()) == 0);
   std::remove(path.c_str());
 }
+
+TEST_CASE("JUnit: a variance PASS short of the horizon says so beside the verdict", "[cli]") {
+  nlohmann::json r = {{"id", "p"}, {"family", "rmsnorm"}, {"kind", "positive"}, {"verdict", "PASS"},
+                      {"unexpected", nlohmann::json::array()},
+                      {"gates", {{"algebra", {{"verdict", "PASS"}}}, {"bias", {{"verdict", "PASS"}}},
+                                 {"variance", {{"verdict", "PASS"}, {"evidence", {{"horizon", 85.3}, {"reaches_horizon", false}}}}}}},
+                      {"runtime", {{"seconds", 0.5}}}};
+  CHECK_THAT(kcert::cli::junit_xml({r}, "s", "2026-12-04T00:00:00"),
+             Catch::Contains("verdict PASS (variance PASS short of the horizon: the evidence supports 85.3 replicates)"));
+  r["gates"]["variance"]["evidence"]["reaches_horizon"] = true;
+  CHECK_FALSE(kcert::cli::junit_xml({r}, "s", "2026-12-04T00:00:00").find("short of the horizon") != std::string::npos);
+}
