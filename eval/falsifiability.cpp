@@ -101,6 +101,16 @@ std::optional<double> finite_number(const nlohmann::json& j, const char* key) {
 }
 }  // namespace
 
+std::optional<double> variance_pass_short_of_horizon(const nlohmann::json& v) {
+  // Documents stored before the evidence block carry none: nothing is claimed for them.
+  if (!v.is_object() || !v.contains("verdict") || v.at("verdict") != "PASS") return std::nullopt;
+  if (!v.contains("evidence") || !v.at("evidence").is_object()) return std::nullopt;
+  const auto& e = v.at("evidence");
+  if (!e.contains("reaches_horizon") || !e.at("reaches_horizon").is_boolean() || e.at("reaches_horizon").get<bool>())
+    return std::nullopt;
+  return e.contains("horizon") && e.at("horizon").is_number() ? e.at("horizon").get<double>() : std::nan("");
+}
+
 ControlOutcome outcome_from_document(const nlohmann::json& d) {
   ControlOutcome o;
   if (!d.is_object() || !d.contains("id")) throw std::invalid_argument("result document without an id");
@@ -137,11 +147,8 @@ ControlOutcome outcome_from_document(const nlohmann::json& d) {
   o.variance_u = finite_number(g.at("variance"), "U");
   const auto& tail = g.at("variance").value("tail", nlohmann::json::object());
   if (tail.value("mode", "") == "fitted") o.variance_se = finite_number(tail, "se");
-  // Documents stored before the evidence block carry none: nothing is claimed for them.
   const auto& v = g.at("variance");
-  if (v.contains("evidence") && v.at("evidence").is_object()) {
-    o.short_evidence = o.variance == Verdict::pass && !v.at("evidence").value("reaches_horizon", true);
-  }
+  o.short_evidence = variance_pass_short_of_horizon(v).has_value();
   if (v.contains("confirmation") && v.at("confirmation").is_object()) {
     o.confirmation_agrees = v.at("confirmation").value("agrees", true);
   }

@@ -97,6 +97,12 @@ struct ControlOutcome {
   bool false_fail() const { return kind == "positive" && ran() && verdict == stats::Verdict::fail; }
 };
 
+// A stored variance gate (docs/results.md `gates.variance`) whose PASS rests on less than
+// the declared horizon: the horizon its evidence supports (NaN when the document gives no
+// number). nullopt for any other verdict, a PASS that reaches it, or a document written
+// before the evidence block.
+std::optional<double> variance_pass_short_of_horizon(const nlohmann::json& variance);
+
 ControlOutcome outcome(const engine::CaseResult& r);
 // Throws std::invalid_argument naming the missing field when the document is not a result.
 ControlOutcome outcome_from_document(const nlohmann::json& document);

@@ -60,6 +60,12 @@ double gpd_draw(SplitMix64& rng, double xi) {
   return xi == 0.0 ? -std::log(v) : std::expm1(-xi * std::log(v)) / xi;
 }
 
+// N(0, 1) by Box-Muller on the portable generator.
+double standard_normal(SplitMix64& rng) {
+  const double u1 = 1.0 - rng.uniform(), u2 = rng.uniform();
+  return std::sqrt(-2.0 * std::log(u1)) * std::cos(2.0 * M_PI * u2);
+}
+
 // Wilson score interval for a binomial proportion (95 %).
 std::pair<double, double> wilson(double hits, double n) {
   const double z = 1.959963984540054, p = hits / n, z2 = z * z;
@@ -338,10 +344,7 @@ int equivalence_study(const EquivalenceOptions& o) {
           const auto R = static_cast<std::uint64_t>(Rd);
           const double cut = kcert::stats::t_cut(R, z);
           SplitMix64 rng(derive_seed(o.seed, ++cell));
-          const auto normal = [&] {  // Box-Muller on the portable generator
-            const double u1 = 1.0 - rng.uniform(), u2 = rng.uniform();
-            return std::sqrt(-2.0 * std::log(u1)) * std::cos(2.0 * M_PI * u2);
-          };
+          const auto normal = [&] { return standard_normal(rng); };
           double hits = 0;
           const auto runs = static_cast<std::uint64_t>(o.samples);
           for (std::uint64_t k = 0; k < runs; ++k) {
@@ -427,10 +430,7 @@ int attribution_study(const AttributionOptions& o) {
           const auto R = static_cast<std::uint64_t>(Rd);
           const double cut = kcert::stats::t_cut(R, t.z_star);
           SplitMix64 rng(derive_seed(o.seed, ++cell));
-          const auto normal = [&] {  // Box-Muller on the portable generator
-            const double u1 = 1.0 - rng.uniform(), u2 = rng.uniform();
-            return std::sqrt(-2.0 * std::log(u1)) * std::cos(2.0 * M_PI * u2);
-          };
+          const auto normal = [&] { return standard_normal(rng); };
           double d_fail = 0, attributed = 0, fail = 0, direct = 0, attributed_and_direct = 0;
           const auto runs = static_cast<std::uint64_t>(o.samples);
           for (std::uint64_t k = 0; k < runs; ++k) {

@@ -19,6 +19,7 @@
 #include "harness/cli/exit_codes.hpp"
 #include "harness/cli/khat_reader.hpp"
 #include "harness/cli/report.hpp"
+#include "eval/falsifiability.hpp"
 #include "harness/stats/format.hpp"
 #include "harness/stats/gpd.hpp"
 #include "harness/store/environment.hpp"
@@ -73,13 +74,10 @@ bool finite(const nlohmann::json& j) { return j.is_number() && std::isfinite(j.g
 // Beside a variance PASS whose evidence does not reach the declared horizon (issue 32): the
 // chip says so where the verdict is read, not only in a footnote.
 std::string short_of_horizon(const nlohmann::json& variance) {
-  if (!variance.is_object() || variance.value("verdict", "") != "PASS") return "";
-  const auto e = variance.value("evidence", nlohmann::json::object());
-  if (!e.is_object() || !e.contains("reaches_horizon") || !e.at("reaches_horizon").is_boolean() || e.at("reaches_horizon").get<bool>())
-    return "";
-  const auto h = e.value("horizon", nlohmann::json());
+  const auto h = eval::variance_pass_short_of_horizon(variance);
+  if (!h) return "";
   return " <span class=\"badge short\" title=\"PASS short of the horizon: the evidence supports " +
-         (h.is_number() ? stats::format_number(h.get<double>()) : std::string("fewer")) + " replicates\">short</span>";
+         (std::isnan(*h) ? std::string("fewer") : stats::format_number(*h)) + " replicates\">short</span>";
 }
 
 std::string badge(const std::string& verdict) {

@@ -1,9 +1,11 @@
 #include "harness/cli/junit.hpp"
 
+#include "eval/falsifiability.hpp"
 #include "harness/stats/format.hpp"
 
 #include <fmt/format.h>
 
+#include <cmath>
 #include <cstdint>
 
 #include "harness/store/json.hpp"
@@ -77,14 +79,9 @@ std::string junit_xml(const std::vector<nlohmann::json>& documents, const std::s
     // (issue 32), not only in the report's footnote.
     std::string shown = verdict;
     if (d.contains("gates") && d.at("gates").is_object()) {
-      const auto& v = d.at("gates").value("variance", nlohmann::json::object());
-      const auto& e = v.value("evidence", nlohmann::json::object());
-      if (str(v, "verdict") == "PASS" && e.contains("reaches_horizon") && e.at("reaches_horizon").is_boolean() &&
-          !e.at("reaches_horizon").get<bool>()) {
-        const auto h = e.value("horizon", nlohmann::json());
+      if (const auto h = eval::variance_pass_short_of_horizon(d.at("gates").value("variance", nlohmann::json::object())))
         shown += " (variance PASS short of the horizon: the evidence supports " +
-                 (h.is_number() ? stats::format_number(h.get<double>()) : std::string("fewer")) + " replicates)";
-      }
+                 (std::isnan(*h) ? std::string("fewer") : stats::format_number(*h)) + " replicates)";
     }
     if (d.contains("skipped") && d.at("skipped").is_string()) {
       // A control this build cannot run (a newer LibTorch's kernel): a skipped test, not a pass.

@@ -226,18 +226,15 @@ void print_falsifiability(std::ostream& out, const eval::Falsifiability& f) {
   row("combined, signed alone (notes)", f.combined_signed_only, true);
   // Per direction (issue 31) once a suite holds backward controls: the forward table's
   // comparison with the notes is only meaningful on the forward ones.
+  // A row counted against its own controls, not the table's.
+  const auto own_row = [&](const std::string& name, const eval::Falsifiability::DirectionTally& t) {
+    out << fmt::format("  {:<34} {:>3}/{:<3}       {:>3}/{:<3}       {:>3}/{:<3}\n", name, t.combined.detected, t.negatives,
+                       t.combined.false_fail, t.positives, t.combined.false_warn, t.positives);
+  };
   if (f.by_direction.size() > 1 || f.by_direction.count("backward")) {
-    for (const auto& [d, t] : f.by_direction) {
-      out << fmt::format("  {:<34} {:>3}/{:<3}       {:>3}/{:<3}       {:>3}/{:<3}\n", "combined, " + d + " controls",
-                         t.combined.detected, t.negatives, t.combined.false_fail, t.positives, t.combined.false_warn,
-                         t.positives);
-    }
+    for (const auto& [d, t] : f.by_direction) own_row("combined, " + d + " controls", t);
   }
-  if (const auto& t = f.both_directions) {
-    out << fmt::format("  {:<34} {:>3}/{:<3}       {:>3}/{:<3}       {:>3}/{:<3}\n", "combined, cases in both directions",
-                       t->combined.detected, t->negatives, t->combined.false_fail, t->positives, t->combined.false_warn,
-                       t->positives);
-  }
+  if (f.both_directions) own_row("combined, cases in both directions", *f.both_directions);
   out << "  notes' reference (30 + 35 controls): 29/30 detected, 0/35 FAIL, 2/35 WARN\n";
   out << "  checks in use today (flagged on the first replicate):\n";
   row("  assert_close (bf16 rtol 1.6e-2)", f.assert_close, false);
@@ -299,14 +296,14 @@ void markdown_falsifiability(std::ostream& out, const eval::Falsifiability& f) {
   row("bias gate, signed alone (notes)", f.bias_signed_only, true);
   row("combined, signed alone (notes)", f.combined_signed_only, true);
   // Per direction (issue 31), each against its own counts.
+  const auto own_row = [&](const std::string& name, const eval::Falsifiability::DirectionTally& t) {
+    out << fmt::format("| {} | {}/{} | {}/{} | {}/{} |\n", name, t.combined.detected, t.negatives, t.combined.false_fail,
+                       t.positives, t.combined.false_warn, t.positives);
+  };
   if (f.by_direction.size() > 1 || f.by_direction.count("backward")) {
-    for (const auto& [d, t] : f.by_direction)
-      out << fmt::format("| combined, {} controls | {}/{} | {}/{} | {}/{} |\n", d, t.combined.detected, t.negatives,
-                         t.combined.false_fail, t.positives, t.combined.false_warn, t.positives);
+    for (const auto& [d, t] : f.by_direction) own_row("combined, " + d + " controls", t);
   }
-  if (const auto& t = f.both_directions)
-    out << fmt::format("| combined, cases in both directions | {}/{} | {}/{} | {}/{} |\n", t->combined.detected, t->negatives,
-                       t->combined.false_fail, t->positives, t->combined.false_warn, t->positives);
+  if (f.both_directions) own_row("combined, cases in both directions", *f.both_directions);
   row("assert_close (first replicate)", f.assert_close, false);
   row("FlashAttention 2x + 1 ULP rule", f.flash_attention, false);
   row("dynamo fp64 RMSE 3x rule", f.dynamo_fp64, false);

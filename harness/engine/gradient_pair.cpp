@@ -69,6 +69,9 @@ torch::Tensor GradientPair::checked_production(torch::Tensor g, const torch::Ten
 torch::Tensor draw_dy(kernels::InputStream& stream, const torch::Tensor& y64, const contract::BackwardProbe& bw) {
   const auto device = y64.device();
   const auto shape = y64.sizes();
+  // Rows: every axis but the last, flattened.
+  const auto last = shape.empty() ? std::int64_t{1} : shape.back();
+  const auto rows = y64.numel() / std::max<std::int64_t>(1, last);
   torch::Tensor dy;
   if (bw.dy_kind == "heavy_tailed") {
     // Student t with 3 df, z / sqrt(chi²₃ / 3), from four normals per element.
@@ -78,8 +81,6 @@ torch::Tensor draw_dy(kernels::InputStream& stream, const torch::Tensor& y64, co
     dy = (z / (chi / 3.0).sqrt()).to(device) * bw.dy_scale + bw.dy_shift;
   } else if (bw.dy_kind == "loss_shaped") {
     // softmax(l) - onehot(t) per row: l ~ N(0, scale²), the target's logit raised by margin.
-    const auto last = shape.empty() ? std::int64_t{1} : shape.back();
-    const auto rows = y64.numel() / std::max<std::int64_t>(1, last);
     auto logits = stream.normal({rows, last}, torch::kFloat64) * bw.dy_scale;
     const auto target = stream.integers(last, {rows});
     const auto onehot = torch::zeros({rows, last}, torch::kFloat64).scatter_(1, target.unsqueeze(1), 1.0);
@@ -90,8 +91,6 @@ torch::Tensor draw_dy(kernels::InputStream& stream, const torch::Tensor& y64, co
     if (bw.dy_kind == "self_correlated") dy = dy + y64;
   }
   if (bw.dy_zero_rows > 0 || bw.dy_huge_row != 1.0) {
-    const auto last = shape.empty() ? std::int64_t{1} : shape.back();
-    const auto rows = dy.numel() / std::max<std::int64_t>(1, last);
     auto flat = dy.reshape({rows, last}).clone();
     // Evenly spaced zero rows from row 0 (as the forward's outlier channels), at most every row.
     const auto n = std::min<std::int64_t>(bw.dy_zero_rows, rows);

@@ -58,7 +58,8 @@ BiasStatisticResult judge(const stats::BucketMoments& m, const BiasAccumulator::
   double hardest = -1.0, hardest_mean = 0.0, hardest_sd = 0.0;
   for (std::size_t g = 0; g < m.buckets(); ++g) {
     const auto& mg = m[g];
-    const auto d = stats::decide_bucket({mg.count(), mg.mean(), mg.sd(), ulp[g]}, t, cut);
+    const stats::BucketSample bs{mg.count(), mg.mean(), mg.sd(), ulp[g]};
+    const auto d = stats::decide_bucket(bs, t, cut);
     BucketReport b;
     b.bucket = static_cast<std::int64_t>(g);
     b.direction = d.direction;
@@ -84,7 +85,6 @@ BiasStatisticResult judge(const stats::BucketMoments& m, const BiasAccumulator::
       }
     }
     // Equivalence within ±c: the bucket's (1 - 2a) interval, and the R its mean and sd would need.
-    const stats::BucketSample bs{mg.count(), mg.mean(), mg.sd(), ulp[g]};
     const auto eq = stats::equivalence_bucket(bs, t.c, cut);
     out.equivalent_buckets += eq.equivalent;
     if (eq.widest_ulp > out.widest_ulp || out.widest_bucket < 0) {

@@ -50,24 +50,20 @@ BucketDecision decide_bucket(const BucketSample& b, const BiasThresholds& t) {
   return decide_bucket(b, t, t_cut(b.replicates, t.z_star));
 }
 
+namespace {
+// A bucket the gate can judge: R >= 2, a finite mean, a finite sd >= 0, a positive ULP.
+void require_usable(const BucketSample& b, const char* who) {
+  const std::string w(who);
+  if (b.replicates < 2) throw std::invalid_argument(w + ": needs at least 2 replicates, got " + std::to_string(b.replicates));
+  if (!(b.sd >= 0.0) || !std::isfinite(b.sd)) throw std::invalid_argument(w + ": sd must be finite and >= 0, got " + format_number(b.sd));
+  if (!(b.ulp > 0.0) || !std::isfinite(b.ulp)) throw std::invalid_argument(w + ": ulp must be positive and finite, got " + format_number(b.ulp));
+  if (!std::isfinite(b.mean)) throw std::invalid_argument(w + ": mean must be finite, got " + format_number(b.mean));
+}
+}  // namespace
+
 BucketDecision decide_bucket(const BucketSample& b, const BiasThresholds& t, double cut) {
   validate(t);
-  if (b.replicates < 2) {
-    throw std::invalid_argument("decide_bucket: needs at least 2 replicates, got " +
-                                std::to_string(b.replicates));
-  }
-  if (!(b.sd >= 0.0) || !std::isfinite(b.sd)) {
-    throw std::invalid_argument("decide_bucket: sd must be finite and >= 0, got " +
-                                format_number(b.sd));
-  }
-  if (!(b.ulp > 0.0) || !std::isfinite(b.ulp)) {
-    throw std::invalid_argument("decide_bucket: ulp must be positive and finite, got " +
-                                format_number(b.ulp));
-  }
-  if (!std::isfinite(b.mean)) {
-    throw std::invalid_argument("decide_bucket: mean must be finite, got " +
-                                format_number(b.mean));
-  }
+  require_usable(b, "decide_bucket");
   constexpr double inf = std::numeric_limits<double>::infinity();
   BucketDecision d;
   d.direction = (b.mean > 0.0) - (b.mean < 0.0);
@@ -116,10 +112,9 @@ Attribution attribute_bucket(const BucketDecision& difference, const Attribution
 }
 
 BucketEquivalence equivalence_bucket(const BucketSample& b, double c, double cut) {
-  // The same input checks as the decision (a bucket the gate could not judge has no interval).
-  BiasThresholds t;
-  t.c = c;
-  (void)decide_bucket(b, t, cut);
+  require_positive(c, "c");
+  require_positive(cut, "cut");
+  require_usable(b, "equivalence_bucket");
   BucketEquivalence e;
   const double half = cut * b.sd / std::sqrt(static_cast<double>(b.replicates));
   e.lower_ulp = (b.mean - half) / b.ulp;
