@@ -6,7 +6,15 @@
 #   KCERT_TORCH=pypi scripts/test.sh           # against PyPI's newest torch, in build-pypi-VERSION/
 #   KCERT_TORCH=pypi=2.11.0 scripts/test.sh    # against a pinned torch release
 #   KCERT_BUILD_DIR=out scripts/test.sh -R stats   # extra arguments go to ctest
+#   scripts/test.sh --quick         # the developer loop: everything but the end-to-end runs
+#                                   # (CTest label `slow`), a few minutes after a build
 set -euo pipefail
+
+quick=()
+if [[ ${1:-} == --quick ]]; then
+  quick=(-LE slow)
+  shift
+fi
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 JOBS="${KCERT_JOBS:-$(nproc)}"
@@ -24,4 +32,6 @@ cmake --build "$BUILD" --parallel "$JOBS"
 echo "test.sh: build took $(( $(date +%s) - start )) s"
 
 cd "$BUILD"
-ctest --output-on-failure --parallel "$JOBS" "$@"
+start=$(date +%s)
+ctest --output-on-failure --parallel "$JOBS" "${quick[@]}" "$@"
+echo "test.sh: tests took $(( $(date +%s) - start )) s${quick:+ (--quick: the end-to-end runs, label slow, left out)}"
