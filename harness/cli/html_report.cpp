@@ -1,5 +1,8 @@
 #include "harness/cli/html_report.hpp"
 
+#include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
 #include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -126,26 +129,102 @@ std::string page(const std::string& title, const std::string& body) {
          "</title><style>" + kStyle + "</style></head><body>\n" + body + "\n</body></html>\n";
 }
 
-// Runs gnuplot on a script in the plots folder, from inside that folder (the script names
-// its files relative to it, gp_file); false (with the reason) when it cannot.
-bool run_gnuplot(const fs::path& script, std::string& why) {
-  pid_t pid = 0;
-  const std::string dir = script.parent_path().string(), name = script.filename().string();
-  char* argv[] = {const_cast<char*>("gnuplot"), const_cast<char*>(name.c_str()), nullptr};
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_addchdir_np(&actions, dir.empty() ? "." : dir.c_str());
-  const int rc = posix_spawnp(&pid, "gnuplot", &actions, nullptr, argv, environ);
-  posix_spawn_file_actions_destroy(&actions);
-  if (rc != 0) {
-    why = rc == ENOENT ? "gnuplot is not installed (apt-get install gnuplot-nox); the pages carry the numbers without plots"
-                       : "gnuplot could not be started in " + dir + ": " + std::strerror(rc);
+// A plot's data file, written on close() through store::write_text_file: a fresh file renamed
+// into place, so a name planted in the plots folder (a link to a root-only file) is replaced,
+// never written through (issue 53; std::ofstream followed it and truncated the target).
+class DataFile {
+ public:
+  explicit DataFile(std::string path) : path_(std::move(path)) {}
+  DataFile(const DataFile&) = delete;
+  DataFile& operator=(const DataFile&) = delete;
+  ~DataFile() {
+    // A path that forgot close(): written as the ofstream it replaces did, errors unreported.
+    try {
+      close();
+    } catch (const std::exception&) {
+    }
+  }
+  template <class T>
+  DataFile& operator<<(const T& v) {
+    text_ << v;
+    return *this;
+  }
+  void close() {
+    if (closed_) return;
+    closed_ = true;
+    store::write_text_file(path_, text_.str());
+  }
+
+ private:
+  std::string path_;
+  std::ostringstream text_;
+  bool closed_ = false;
+};
+
+// Runs gnuplot on a script, from inside the plots folder (the script names its files relative
+// to it, gp_file); false (with the reason) when it cannot. The script goes to gnuplot's
+// standard input and the folder is entered through a descriptor opened without following a
+// link: the .gp file beside the plots is for people to rerun, and what gnuplot runs is the
+// text kcert made, whoever renames files in the folder meanwhile (issue 53: a swapped .gp ran
+// its system() as root).
+bool run_gnuplot(const fs::path& dir, const std::string& script, std::string& why) {
+  const std::string folder = dir.empty() ? "." : dir.string();
+  const int dir_fd = ::open(folder.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (dir_fd < 0) {
+    why = "gnuplot could not be started in " + folder + ": " + std::strerror(errno);
     return false;
   }
+  int in[2];
+  if (::pipe2(in, O_CLOEXEC) != 0) {
+    why = std::string("gnuplot could not be started: pipe: ") + std::strerror(errno);
+    ::close(dir_fd);
+    return false;
+  }
+  pid_t pid = 0;
+  char* argv[] = {const_cast<char*>("gnuplot"), nullptr};
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_adddup2(&actions, in[0], STDIN_FILENO);
+  posix_spawn_file_actions_addfchdir_np(&actions, dir_fd);
+  const int rc = posix_spawnp(&pid, "gnuplot", &actions, nullptr, argv, environ);
+  posix_spawn_file_actions_destroy(&actions);
+  ::close(in[0]);
+  ::close(dir_fd);
+  if (rc != 0) {
+    ::close(in[1]);
+    why = rc == ENOENT ? "gnuplot is not installed (apt-get install gnuplot-nox); the pages carry the numbers without plots"
+                       : "gnuplot could not be started in " + folder + ": " + std::strerror(rc);
+    return false;
+  }
+  // A gnuplot that dies early must not take kcert with it: SIGPIPE is blocked while writing
+  // (EPIPE then ends the write; its exit status says why) and a pending one is consumed.
+  sigset_t pipe_set, old_set;
+  sigemptyset(&pipe_set);
+  sigaddset(&pipe_set, SIGPIPE);
+  pthread_sigmask(SIG_BLOCK, &pipe_set, &old_set);
+  const std::string text = script + "\nexit\n";
+  bool broken = false;
+  for (std::size_t done = 0; done < text.size();) {
+    const auto n = ::write(in[1], text.data() + done, text.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      broken = true;
+      break;
+    }
+    done += static_cast<std::size_t>(n);
+  }
+  ::close(in[1]);
+  if (broken) {
+    const timespec none{0, 0};
+    while (sigtimedwait(&pipe_set, nullptr, &none) == SIGPIPE) {
+    }
+  }
+  pthread_sigmask(SIG_SETMASK, &old_set, nullptr);
   int status = 0;
-  ::waitpid(pid, &status, 0);
+  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
   if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-    why = "gnuplot failed on " + script.string();
+    why = "gnuplot failed on the plots of " + folder;
     return false;
   }
   return true;
@@ -192,21 +271,23 @@ ControlPlots plan_plots(const nlohmann::json& r, const std::vector<double>& khat
   if (positive.size() >= 2) {
     // 1. The K-hat tail: empirical exceedance probability, the fitted GPD, u, r_T, U, thresholds.
     {
-      std::ofstream d(data("tail"));
+      DataFile d(data("tail"));
       for (std::size_t i = 0; i < positive.size(); ++i)
         d << fmt::format("{:.17g} {:.17g}\n", positive[i], static_cast<double>(positive.size() - i) / R);
+      d.close();
     }
     std::string curve;
     double x_max = std::max(positive.back(), fail_k) * 1.08;
     if (fitted) {
       const double u = tail.at("u"), xi = tail.at("xi_clipped"), sigma = tail.at("sigma"), zeta = tail.at("zeta");
       if (finite(variance.value("U", nlohmann::json()))) x_max = std::max(x_max, variance.at("U").get<double>() * 1.08);
-      std::ofstream d(data("gpd"));
+      DataFile d(data("gpd"));
       for (int i = 0; i <= 200; ++i) {
         const double x = u + (x_max - u) * i / 200.0;
         const double p = gpd_survival(x, u, xi, sigma, zeta);
         if (p > 0) d << fmt::format("{:.17g} {:.17g}\n", x, p);
       }
+      d.close();
       curve = ", " + gp_file(data("gpd")) + " using 1:2 with lines lw 2 lc rgb '#1f5fbf' title 'fitted GPD above u'";
       gp << fmt::format("set arrow from {0},graph 0 to {0},graph 1 nohead dt 3 lc rgb '#555555'\n", u);
       gp << fmt::format("set label 'u' at {},graph 0.96 offset 0.3,0 noenhanced\n", u);
@@ -240,7 +321,7 @@ ControlPlots plan_plots(const nlohmann::json& r, const std::vector<double>& khat
   }
   if (positive.size() >= 20) {
     // 2-3. Mean residual life and threshold stability over thresholds from the median to the 98 % quantile.
-    std::ofstream mrl(data("mrl")), stab(data("stability"));
+    DataFile mrl(data("mrl")), stab(data("stability"));
     int mrl_rows = 0, stab_rows = 0;
     for (int j = 0; j <= 24; ++j) {
       const double q = 0.5 + 0.02 * j;
@@ -301,7 +382,7 @@ ControlPlots plan_plots(const nlohmann::json& r, const std::vector<double>& khat
     std::vector<double> exc;
     for (double k : positive)
       if (k > u) exc.push_back(k - u);
-    std::ofstream d(data("qq"));
+    DataFile d(data("qq"));
     const auto n = static_cast<double>(exc.size());
     double hi = 0;
     for (std::size_t i = 0; i < exc.size(); ++i) {
@@ -332,7 +413,7 @@ ControlPlots plan_plots(const nlohmann::json& r, const std::vector<double>& khat
   for (const char* statistic : {"signed", "magnitude"}) {
     const auto& s = bias.value(statistic, nlohmann::json::object());
     for (const char* verdict : {"PASS", "WARN", "FAIL"}) {
-      std::ofstream d(group_file(group));
+      DataFile d(group_file(group));
       for (const char* list : {"flagged", "top"}) {
         for (const auto& b : s.value(list, nlohmann::json::array())) {
           // Log axes: a bucket with no difference at all (0, 0) has no place on them, nor one
@@ -346,6 +427,7 @@ ControlPlots plan_plots(const nlohmann::json& r, const std::vector<double>& khat
           ++group_points[group];
         }
       }
+      d.close();
       ++group;
     }
   }
@@ -386,7 +468,7 @@ ControlPlots plan_plots(const nlohmann::json& r, const std::vector<double>& khat
 
 std::string history_plot(const std::vector<HistoryPoint>& h, const fs::path& dir, const std::string& stem,
                          std::ostringstream& gp) {
-  std::ofstream d(dir / (stem + "-history.dat"));
+  DataFile d((dir / (stem + "-history.dat")).string());
   for (std::size_t i = 0; i < h.size(); ++i) {
     d << fmt::format("{} {} {} \"{}\"\n", i + 1, h[i].u >= 0 ? fmt::format("{:.17g}", h[i].u) : "NaN",
                      h[i].max_abs_z >= 0 ? fmt::format("{:.17g}", h[i].max_abs_z) : "NaN", h[i].verdict);
@@ -496,7 +578,7 @@ HtmlReportSummary write_html_report(const HtmlReportInput& input, const fs::path
     const fs::path script = out / "plots" / (stem + ".gp");
     store::write_text_file(script.string(), gp.str());
     std::string why;
-    bool drawn = plots_ok && run_gnuplot(script, why);
+    bool drawn = plots_ok && run_gnuplot(out / "plots", gp.str(), why);
     if (!drawn && plots_ok) {
       if (why.rfind("gnuplot is not installed", 0) == 0) {
         plots_ok = false;  // no point trying again for every control
@@ -781,7 +863,9 @@ void register_report_command(CLI::App& app) {
     for (const auto& r : input.results.value("results", nlohmann::json::array())) {
       // The samples the nightly wrote beside its results (khat_reader reads their CSV form).
       const auto csv = folder / "tails" / (store::safe_file_name(text(r, "id")) + ".csv");
-      if (fs::exists(csv)) input.khat[text(r, "id")] = read_khat_file(csv.string());
+      // Found in the folder, not named by the user: a link there is not followed (issue 53).
+      std::error_code ec;
+      if (fs::exists(fs::symlink_status(csv, ec))) input.khat[text(r, "id")] = read_khat_file(csv.string(), FollowLinks::no);
     }
     const auto envs = input.results.value("environments", std::vector<std::string>());
     input.environment_words = environment_words_if_here(envs);

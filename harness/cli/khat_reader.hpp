@@ -15,6 +15,9 @@ namespace kcert::cli {
 std::vector<double> read_khat(std::istream& in, const std::string& source);
 
 // Opens `path` ("-" reads standard input) and reads it. Throws InputError when it cannot.
-std::vector<double> read_khat_file(const std::string& path);
+// FollowLinks::no (a file found in a folder, not named by the user): a link, a FIFO or any
+// other non-regular file is refused without being opened for reading.
+enum class FollowLinks { yes, no };
+std::vector<double> read_khat_file(const std::string& path, FollowLinks follow = FollowLinks::yes);
 
 }  // namespace kcert::cli

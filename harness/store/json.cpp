@@ -19,6 +19,7 @@
 #include <cstdio>
 #include <fstream>
 #include <stdexcept>
+#include <vector>
 
 namespace kcert::store {
 
@@ -450,7 +451,52 @@ std::string safe_file_name(const std::string& id) {
   return s;
 }
 
+namespace {
+// Every folder above DIR must be root's or this user's, and writable by nobody else unless
+// sticky (issue 53). The owner of a parent, or anyone who may write to it, can rename DIR
+// away after kcert's checks and put a folder of their own (or links) in its place; every
+// later write by path then lands where they chose (run as root: a .dat file truncated a
+// root-only file, a swapped gnuplot script ran as root). The lexical path and the one links
+// resolve to are both checked: a link's own folder is the parent before it.
+void check_parents(const std::string& dir) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const fs::path lexical = fs::absolute(dir, ec).lexically_normal();
+  if (ec) throw WriteError(dir + ": cannot resolve the folder: " + ec.message());
+  std::vector<fs::path> parents;
+  for (const fs::path& start : {lexical, fs::weakly_canonical(lexical, ec)}) {
+    fs::path p = start;
+    while (p.has_relative_path() && p.filename().empty()) p = p.parent_path();  // a trailing '/'
+    for (p = p.parent_path(); !p.empty(); p = p.parent_path()) {
+      parents.push_back(p);
+      if (p == p.root_path()) break;
+    }
+  }
+  const uid_t me = ::geteuid();
+  for (const auto& p : parents) {
+    struct stat st {};
+    if (::lstat(p.c_str(), &st) != 0) continue;  // not there yet: create_directories makes it, as ours
+    if (S_ISLNK(st.st_mode)) continue;           // its own folder is checked as the next parent
+    if (st.st_uid != 0 && st.st_uid != me) {
+      throw WriteError(dir + ": its parent folder " + p.string() + " is owned by uid " + std::to_string(st.st_uid) +
+                       ", neither root nor this user (uid " + std::to_string(me) +
+                       "): its owner could replace the folder with their own after kcert checks it; "
+                       "use a folder whose every parent is yours or root's");
+    }
+    if ((st.st_mode & (S_IWGRP | S_IWOTH)) && !(st.st_mode & S_ISVTX)) {
+      char mode[8];
+      std::snprintf(mode, sizeof mode, "%04o", static_cast<unsigned>(st.st_mode & 07777));
+      throw WriteError(dir + ": its parent folder " + p.string() + " is writable by " +
+                       ((st.st_mode & S_IWOTH) ? "every user" : "its group") + " (mode " + mode +
+                       ") without the sticky bit: anyone who may write there could replace the folder after kcert "
+                       "checks it; chmod go-w it or use another folder");
+    }
+  }
+}
+}  // namespace
+
 void make_private_directories(const std::string& dir) {
+  check_parents(dir);
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
   if (ec) throw WriteError(dir + ": cannot create folder: " + ec.message());

@@ -12,6 +12,13 @@
 #include <map>
 #include <sstream>
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
 #include "harness/testcase/loader.hpp"
 
 #include "harness/numerics/runtime.hpp"  // parse_release_threshold (torch-free header)
@@ -33,6 +40,17 @@ using kernels::ParamSpec;
 using kernels::ParamType;
 using kernels::ParamValue;
 
+// What a load error may quote of a file (issue 53): a word that could be a key or a value
+// (letters, digits, _ . + -, at most 40), and nothing of anything else, which may be the
+// content of a file the case's author should not have made kcert read (a link to a secret).
+bool plausible_token(const std::string& s) {
+  if (s.empty() || s.size() > 40) return false;
+  return std::all_of(s.begin(), s.end(), [](unsigned char c) {
+    return std::isalnum(c) || c == '_' || c == '.' || c == '+' || c == '-';
+  });
+}
+std::string text_of_size(const std::string& s) { return "<a text of " + std::to_string(s.size()) + " bytes, not shown>"; }
+
 // Walks a YAML document, remembering the source so every error names file:line:col.
 class Reader {
  public:
@@ -47,7 +65,7 @@ class Reader {
   }
 
   static std::string shown(const YAML::Node& node) {
-    if (node.IsScalar()) return "'" + node.Scalar() + "'";
+    if (node.IsScalar()) return plausible_token(node.Scalar()) ? "'" + node.Scalar() + "'" : text_of_size(node.Scalar());
     if (node.IsSequence()) return "a list";
     if (node.IsMap()) return "a mapping";
     return "nothing";
@@ -65,7 +83,8 @@ class Reader {
       if (std::find(allowed.begin(), allowed.end(), key) == allowed.end()) {
         std::string list;
         for (const auto& a : allowed) list += (list.empty() ? "" : ", ") + a;
-        fail(kv.first, join(field, key), "unknown key (expected one of: " + list + ")");
+        fail(kv.first, plausible_token(key) ? join(field, key) : join(field, text_of_size(key)),
+             "unknown key (expected one of: " + list + ")");
       }
     }
   }
@@ -1074,12 +1093,50 @@ TestCase parse_testcase(const std::string& text, const std::string& source, cons
   return parse_testcases(text, source, families, profile).front();
 }
 
+std::string read_case_file(const std::string& path) {
+  // O_NOFOLLOW: a link as the last component is refused (collect_testcase_files resolves the
+  // ones a user names, never one met in a folder); O_NONBLOCK: a FIFO must not block the open.
+  const int fd = ::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) {
+    const int err = errno;
+    if (err == ELOOP) {
+      throw LoadError(path + ": a symbolic link, not followed: kcert reads only regular files in a controls folder "
+                             "(name the link's target on the command line to run it)");
+    }
+    throw LoadError(path + ": cannot open file: " + std::strerror(err));
+  }
+  struct Closer {
+    int fd;
+    ~Closer() { ::close(fd); }
+  } closer{fd};
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) throw LoadError(path + ": cannot read file: " + std::strerror(errno));
+  if (!S_ISREG(st.st_mode)) throw LoadError(path + ": not a regular file (a FIFO, device or folder), not read");
+  if (static_cast<std::uint64_t>(st.st_size) > kMaxCaseFileBytes) {
+    throw LoadError(path + ": " + std::to_string(st.st_size) + " bytes, more than the " +
+                    std::to_string(kMaxCaseFileBytes >> 20) + " MiB a case file may hold; not read");
+  }
+  std::string text;
+  char buffer[65536];
+  for (;;) {
+    const ssize_t n = ::read(fd, buffer, sizeof buffer);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      throw LoadError(path + ": cannot read file: " + std::strerror(errno));
+    }
+    if (n == 0) break;
+    text.append(buffer, static_cast<std::size_t>(n));
+    // A file that grows while read is held to the same bound.
+    if (text.size() > kMaxCaseFileBytes) {
+      throw LoadError(path + ": more than the " + std::to_string(kMaxCaseFileBytes >> 20) +
+                      " MiB a case file may hold; not read");
+    }
+  }
+  return text;
+}
+
 std::vector<TestCase> load_testcases(const std::string& path, const FamilySchemas& families, const std::string& profile) {
-  std::ifstream in(path);
-  if (!in) throw LoadError(path + ": cannot open file");
-  std::stringstream buffer;
-  buffer << in.rdbuf();
-  return parse_testcases(buffer.str(), path, families, profile);
+  return parse_testcases(read_case_file(path), path, families, profile);
 }
 
 TestCase load_testcase(const std::string& path, const FamilySchemas& families, const std::string& profile) {
@@ -1090,12 +1147,9 @@ std::vector<std::string> plugin_paths(const std::string& path) {
   namespace fs = std::filesystem;
   std::vector<std::string> out;
   try {
-    std::ifstream in(path);
-    std::stringstream text;
-    text << in.rdbuf();
-    // Through the checks of a full load: a cyclic or deeply nested file must not crash here
-    // either, before the full load reports it.
-    const YAML::Node doc = parse_yaml(text.str(), path);
+    // Through the checks of a full load: a cyclic or deeply nested file, a link or a FIFO must
+    // not crash or block here either, before the full load reports it.
+    const YAML::Node doc = parse_yaml(read_case_file(path), path);
     if (!doc.IsMap() || !doc["plugins"] || !doc["plugins"].IsSequence()) return out;
     const auto base = fs::path(path).parent_path();
     for (const auto& n : doc["plugins"]) {
@@ -1115,13 +1169,27 @@ std::vector<std::string> collect_testcase_files(const std::vector<std::string>& 
   for (const auto& p : paths) {
     std::error_code ec;
     if (fs::is_directory(p, ec)) {
+      // A controls folder is often a checkout others write to (issue 53): a link in it is not
+      // followed but listed, so that loading it reports an ERROR that names it instead of
+      // reading what it points at (a secret) or skipping it without a word. That covers links
+      // to files, dangling links and links to folders; a FIFO or device named *.yaml is
+      // listed too and refused by read_case_file.
       std::vector<std::string> found;
       for (const auto& entry : fs::recursive_directory_iterator(p)) {
         const auto ext = entry.path().extension().string();
-        if (entry.is_regular_file() && (ext == ".yaml" || ext == ".yml")) found.push_back(entry.path().string());
+        const bool yaml = ext == ".yaml" || ext == ".yml";
+        const auto type = entry.symlink_status(ec).type();
+        if (type == fs::file_type::symlink) {
+          if (yaml || fs::is_directory(entry.path(), ec)) found.push_back(entry.path().string());
+        } else if (yaml && type != fs::file_type::directory) {
+          found.push_back(entry.path().string());
+        }
       }
       std::sort(found.begin(), found.end());
       files.insert(files.end(), found.begin(), found.end());
+    } else if (fs::is_symlink(p, ec) && fs::exists(p, ec)) {
+      // Named by the user: the link is what they asked for; its target is read.
+      files.push_back(fs::canonical(p, ec).string());
     } else if (fs::exists(p, ec)) {
       files.push_back(p);
     } else {

@@ -1,5 +1,6 @@
 #pragma once
 // YAML schema v1 (docs/testcases.md): reads and validates case files into contract::TestCase.
+#include <cstdint>
 #include <map>
 #include <stdexcept>
 #include <string>
@@ -20,6 +21,15 @@ class LoadError : public std::runtime_error {
 
 using FamilySchemas = std::map<std::string, kernels::FamilySchema>;
 
+// The most a case file may hold: the largest shipped control is a few KB; a stray large file
+// (a 4 GiB dump in a controls folder) is one file's load error, not an out-of-memory end of
+// the nightly (issue 53).
+inline constexpr std::uint64_t kMaxCaseFileBytes = std::uint64_t{1} << 20;
+
+// A case file's text: a regular file only, a link as its last component refused, a FIFO
+// refused without blocking, at most kMaxCaseFileBytes. Throws LoadError naming the path.
+std::string read_case_file(const std::string& path);
+
 // Loads and validates one file. `profile` selects `profiles.<name>` overrides when the
 // file defines them (otherwise the contract applies unchanged). Every profile the file
 // defines is validated too, so a typo in a CI profile fails at load time.
@@ -38,7 +48,9 @@ TestCase parse_testcase(const std::string& yaml_text, const std::string& source,
 std::vector<std::string> plugin_paths(const std::string& path);
 
 // Expands directories (recursively, *.yaml and *.yml) and keeps files as given; sorted
-// within each directory. Throws LoadError for a path that does not exist.
+// within each directory. A link inside a directory is listed, not followed (its load then
+// fails with a reason); a link named as an argument is resolved to its target. Throws
+// LoadError for a path that does not exist.
 std::vector<std::string> collect_testcase_files(const std::vector<std::string>& paths);
 
 

@@ -57,6 +57,42 @@ else
   echo "not root: the foreign-owner case is skipped"
 fi
 
+# 4b. Plot data at names taken by links in the plots folder (issue 53: std::ofstream followed
+#     them and truncated the target): replaced, never written through.
+for f in tail gpd mrl stability qq bias-0 bias-1 bias-2 bias-3 bias-4 bias-5 history; do
+  ln -sf "$victim" "own/html/plots/hostile_links-$f.dat"
+done
+"$kcert" report own --no-db >rep.txt 2>&1 || { cat rep.txt >&2; fail "kcert report over planted .dat links"; }
+intact "links at the plots' .dat names"
+# The bias plane's six series are written for every control (the other plots need K-hat data).
+for g in 0 1 2 3 4 5; do
+  [[ -f own/html/plots/hostile_links-bias-$g.dat && ! -L own/html/plots/hostile_links-bias-$g.dat ]] ||
+    fail "hostile_links-bias-$g.dat is still a link"
+done
+
+# 4c. A folder above the report folder that another user owns, or that its group may write
+#     (issue 53): its owner could rename the report folder away after kcert's checks and put
+#     their own in its place. Refused, naming that folder, for --report, KCERT_HOME and
+#     `kcert report --out`.
+mkdir -p grp && chmod 775 grp
+night --report grp/rep
+[[ $rc == 2 ]] && grep -q "its parent folder $work/grp is writable by its group (mode 0775)" run.txt ||
+  { cat run.txt >&2; fail "a report folder under a group-writable folder was accepted"; }
+if [[ $(id -u) == 0 ]]; then
+  mkdir -p share && chown nobody share
+  night --report share/rep
+  [[ $rc == 2 ]] && grep -q "its parent folder $work/share is owned by uid $(id -u nobody)" run.txt ||
+    { cat run.txt >&2; fail "a report folder under another user's folder was accepted"; }
+  set +e; KCERT_HOME=$work/share/home "$kcert" nightly "$case_file" --no-db --quiet >run.txt 2>&1; rc=$?; set -e
+  [[ $rc == 2 ]] && grep -q "its parent folder $work/share is owned by uid" run.txt ||
+    { cat run.txt >&2; fail "KCERT_HOME under another user's folder was accepted"; }
+  "$kcert" report own --no-db --out share/site >rep.txt 2>&1 && fail "kcert report wrote under another user's folder"
+  grep -q "its parent folder $work/share is owned by uid" rep.txt || { cat rep.txt >&2; fail "kcert report: no reason"; }
+  [[ ! -e share/rep && ! -e share/home && ! -e share/site ]] || fail "a folder was created under another user's folder"
+else
+  echo "not root: the foreign-parent case is skipped"
+fi
+
 # 5. A file-size limit: SIGXFSZ killed the nightly with no message; now a write error naming
 #    the file and errno (exit 2).
 set +e

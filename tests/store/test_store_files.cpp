@@ -128,10 +128,20 @@ TEST_CASE("files are written beside links, never through them, and only into fol
   fs::create_directories(dir / "open");
   fs::permissions(dir / "open", fs::perms::all);
   CHECK_THROWS_WITH(kcert::store::make_private_directories((dir / "open").string()), Catch::Contains("writable by every user"));
-  CHECK_NOTHROW(kcert::store::make_private_directories((dir / "open" / "mine").string()));
+  // A folder of our own below it is refused too (issue 53): anyone may rename it away after
+  // the checks and put theirs in its place. Nothing is created there.
+  CHECK_THROWS_WITH(kcert::store::make_private_directories((dir / "open" / "mine" / "deeper").string()),
+                    Catch::Contains("its parent folder " + (dir / "open").string() + " is writable by every user"));
+  CHECK_FALSE(fs::exists(dir / "open" / "mine"));
+  // So is one below a group-writable folder.
+  fs::create_directories(dir / "group");
+  fs::permissions(dir / "group", fs::perms::owner_all | fs::perms::group_all);
+  CHECK_THROWS_WITH(kcert::store::make_private_directories((dir / "group" / "mine").string()),
+                    Catch::Contains("is writable by its group (mode 0770)"));
   // Sticky, as /tmp: others cannot replace what kcert creates there (O_EXCL, O_NOFOLLOW).
   fs::permissions(dir / "open", fs::perms::all | fs::perms::sticky_bit);
   CHECK_NOTHROW(kcert::store::make_private_directories((dir / "open").string()));
+  CHECK_NOTHROW(kcert::store::make_private_directories((dir / "open" / "mine").string()));
   fs::remove_all(dir);
 }
 
