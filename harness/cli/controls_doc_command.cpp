@@ -92,7 +92,7 @@ std::string short_ref(const std::string& url) {
 
 }  // namespace
 
-void register_controls_doc_command(CLI::App& app, kernels::Registry& registry) {
+void register_controls_doc_command(CLI::App& app, kernels::Registry& registry, const runner::SuitePolicy& policy) {
   auto o = std::make_shared<DocOptions>();
   auto* cmd = app.add_subcommand("controls-doc", "Write docs/controls.md from the control YAML files and measured results");
   cmd->footer(
@@ -105,8 +105,8 @@ void register_controls_doc_command(CLI::App& app, kernels::Registry& registry) {
   cmd->add_option("dirs", o->paths, "control folders or files")->capture_default_str();
   cmd->add_option("--results", o->results, "results JSON (repeatable; later files win)")->allow_extra_args(false);
   cmd->add_option("-o,--output", o->output, "write here instead of stdout");
-  cmd->callback([o, &registry]() {
-    auto cases = load_cases(o->paths, registry, "");
+  cmd->callback([o, &registry, &policy]() {
+    auto cases = load_cases(o->paths, registry, "", policy);
     std::sort(cases.begin(), cases.end(), [](const auto& a, const auto& b) {
       return std::tie(a.kind, a.family, a.id) < std::tie(b.kind, b.family, b.id);
     });

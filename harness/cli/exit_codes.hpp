@@ -3,22 +3,16 @@
 // expected), 1 a finding (a verdict the caller must act on), 2 bad input or harness error.
 #include <stdexcept>
 
+#include "harness/runner/errors.hpp"
+
 namespace kcert::cli {
 
 enum ExitCode : int { exit_ok = 0, exit_finding = 1, exit_input_error = 2 };
 
-// Bad input at the edge (a file, a spool, a database that cannot be reached): the message
-// names the source, and the command exits 2.
-class InputError : public std::runtime_error {
- public:
-  using std::runtime_error::runtime_error;
-};
-
-// A command-line value that is well-formed for the parser but invalid for the method.
-class UsageError : public std::runtime_error {
- public:
-  using std::runtime_error::runtime_error;
-};
+// Bad input (InputError) and a value invalid for the method (UsageError) exit 2; both are the
+// runner's (harness/runner/errors.hpp), which the commands share.
+using runner::InputError;
+using runner::UsageError;
 
 // Ends a command with a given exit status after its output is complete.
 struct ExitWith {

@@ -12,7 +12,8 @@
 #include "harness/cli/khat_reader.hpp"
 #include "harness/cli/html_report.hpp"
 #include "harness/cli/list_command.hpp"
-#include "harness/cli/resources.hpp"
+#include "harness/runner/resources.hpp"
+#include "harness/runner/suite.hpp"
 #include "harness/cli/terminal_text.hpp"
 #include "harness/cli/run_cases_command.hpp"
 #include "harness/cli/suite_command.hpp"
@@ -87,26 +88,21 @@ int main(int argc, char** argv) {
   kcert::kernels::Registry registry;
   kcert::kernels::register_builtin_families(registry);
   // Runs after parsing and before any subcommand's work: threads and plugins first.
+  // What a suite run may do, a value the commands that run cases are given (runner/suite.hpp).
+  kcert::runner::SuitePolicy policy;
   app.parse_complete_callback([&app, argc, argv, &threads, &plugins, &registry, &allow_case_plugins, &memory_limit,
-                              &math_modes, &isolation, &case_deadline]() {
+                              &math_modes, &isolation, &case_deadline, &policy]() {
     // Commands that run kernels get the thread policy (process_policy.hpp), which may
     // re-execute kcert once so that libgomp and OpenBLAS read it when they load.
     bool runs_kernels = false;
     for (const char* name : {"run", "suite", "nightly"}) runs_kernels |= app.got_subcommand(name);
     if (runs_kernels) kcert::numerics::apply_process_policy(argc, argv, threads);
     else kcert::numerics::configure_intra_op_threads(kcert::numerics::decide_threads(threads).threads);
-    if (!memory_limit.empty()) {
-      kcert::cli::set_memory_limit(kcert::cli::parse_memory_limit(memory_limit), "--memory-limit " + memory_limit);
-    } else if (const char* env = std::getenv("KCERT_MEMORY_LIMIT"); env && *env) {
-      kcert::cli::set_memory_limit(kcert::cli::parse_memory_limit(env), std::string("KCERT_MEMORY_LIMIT=") + env);
-    }
-    kcert::cli::allow_case_plugins(allow_case_plugins);
-    kcert::cli::CaseIsolation ci;
-    ci.mode = isolation == "all"    ? kcert::cli::CaseIsolation::Mode::all
-              : isolation == "none" ? kcert::cli::CaseIsolation::Mode::none
-                                    : kcert::cli::CaseIsolation::Mode::plugins;
-    ci.deadline_seconds = case_deadline;
-    kcert::cli::set_case_isolation(ci);
+    policy.memory = kcert::runner::resolve_memory_limit(memory_limit);
+    policy.allow_case_plugins = allow_case_plugins;
+    using Mode = kcert::runner::Isolation::Mode;
+    policy.isolation.mode = isolation == "all" ? Mode::all : isolation == "none" ? Mode::none : Mode::plugins;
+    policy.isolation.deadline_seconds = case_deadline;
     // The run's math modes: kcert's pinned values with the command line's on top, in ATen's
     // context before anything reads it (the environment fingerprint records them on a GPU).
     auto modes = kcert::numerics::pinned_math_modes();
@@ -136,13 +132,13 @@ int main(int argc, char** argv) {
       }
     }
     all.insert(all.end(), plugins.begin(), plugins.end());
-    kcert::cli::load_plugins(all, registry);
+    kcert::runner::load_plugins(all, registry, kcert::cli::print_note);
   });
-  kcert::cli::register_run_command(app, registry);
-  kcert::cli::register_suite_command(app, registry);
-  kcert::cli::register_nightly_command(app, registry);
+  kcert::cli::register_run_command(app, registry, policy);
+  kcert::cli::register_suite_command(app, registry, policy);
+  kcert::cli::register_nightly_command(app, registry, policy);
   kcert::cli::register_calibrate_command(app);
-  kcert::cli::register_controls_doc_command(app, registry);
+  kcert::cli::register_controls_doc_command(app, registry, policy);
   kcert::cli::register_list_command(app, registry);
   kcert::cli::register_environment_command(app);
   kcert::cli::register_db_commands(app);

@@ -249,7 +249,7 @@ NightlyData from_database(store::ResultStore& db, const std::string& run_id) {
 
 }  // namespace
 
-void register_nightly_command(CLI::App& app, kernels::Registry& registry) {
+void register_nightly_command(CLI::App& app, kernels::Registry& registry, const runner::SuitePolicy& policy) {
   auto o = std::make_shared<NightlyOptions>();
   auto* cmd = app.add_subcommand("nightly", "Run the control suite, store it, compare with the last run, write a report");
   cmd->footer(
@@ -300,7 +300,7 @@ void register_nightly_command(CLI::App& app, kernels::Registry& registry) {
   cmd->add_option("--device", o->device, "where kernels run")->check(CLI::IsMember({"cpu", "cuda"}))->capture_default_str();
   cmd->add_flag("--no-db", o->no_db, "spool only; table and report from this process's results, no comparison");
   cmd->add_flag("--quiet", o->quiet, "no progress lines, no console table (the report is still written)");
-  cmd->callback([o, &registry]() {
+  cmd->callback([o, &registry, &policy]() {
     if (!o->finish.empty()) {
       if (o->no_db) throw UsageError("--finish reads the database; it cannot be combined with --no-db");
       store::ResultStore db(store::conninfo_from_environment());
@@ -320,14 +320,14 @@ void register_nightly_command(CLI::App& app, kernels::Registry& registry) {
     // A file that fails to load is an ERROR result of its own, in the first shard (or where a
     // filter matches its path), and the other controls run: one alias bomb or invalid byte in
     // the folder used to refuse the whole nightly.
-    std::vector<LoadFailure> failures;
-    auto selected = select(load_cases(o->paths, registry, o->profile, &failures), o->filters, shard);
+    std::vector<runner::LoadFailure> failures;
+    auto selected = select(load_cases(o->paths, registry, o->profile, policy, &failures), o->filters, shard);
     std::vector<engine::CaseResult> load_errors;
     for (const auto& f : failures) {
       const bool match = o->filters.empty() || std::any_of(o->filters.begin(), o->filters.end(), [&](const std::string& re) {
                            return std::regex_search(f.file, std::regex(re));
                          });
-      if (shard.index == 0 && match) load_errors.push_back(load_failure_result(f));
+      if (shard.index == 0 && match) load_errors.push_back(runner::load_failure_result(f));
     }
     if (selected.empty() && load_errors.empty()) throw InputError("no control matches the filters in this shard");
 
@@ -401,7 +401,7 @@ void register_nightly_command(CLI::App& app, kernels::Registry& registry) {
       storage.store(r);
       if (!o->quiet) std::cerr << "kcert: " << terminal_safe(r.testcase.id) << ": ERROR (" << terminal_safe(r.error) << ")\n";
     }
-    auto results = run_cases(selected, registry, options, o->quiet,
+    auto results = run_cases(selected, registry, options, policy, o->quiet,
                              [&](const std::vector<engine::CaseResult>& done) { storage.store(done.back()); });
     results.insert(results.begin(), load_errors.begin(), load_errors.end());
     storage.finish("finished");

@@ -29,7 +29,7 @@ struct SuiteOptions {
 
 }  // namespace
 
-void register_suite_command(CLI::App& app, kernels::Registry& registry) {
+void register_suite_command(CLI::App& app, kernels::Registry& registry, const runner::SuitePolicy& policy) {
   auto o = std::make_shared<SuiteOptions>();
   auto* cmd = app.add_subcommand("suite", "Run the control suite and print the falsifiability table (no database needed)");
   cmd->footer(
@@ -50,8 +50,8 @@ void register_suite_command(CLI::App& app, kernels::Registry& registry) {
       ->check(CLI::IsMember({"cpu", "cuda"}))
       ->capture_default_str();
   cmd->add_flag("--quiet", o->quiet, "no progress lines on stderr");
-  cmd->callback([o, &registry]() {
-    const auto cases = load_cases(o->paths, registry, o->profile);
+  cmd->callback([o, &registry, &policy]() {
+    const auto cases = load_cases(o->paths, registry, o->profile, policy);
     engine::RunOptions options;
     if (o->replicates > 0) options.replicates = o->replicates;
     options.device = o->device;
@@ -61,7 +61,7 @@ void register_suite_command(CLI::App& app, kernels::Registry& registry) {
       doc["falsifiability"] = eval::to_json(eval::tabulate(done));
       store::write_json_file(o->json_path, doc);
     };
-    const auto results = run_cases(cases, registry, options, o->quiet, write);
+    const auto results = run_cases(cases, registry, options, policy, o->quiet, write);
     if (!o->junit_path.empty()) {
       std::vector<nlohmann::json> docs;
       for (const auto& r : results) docs.push_back(store::to_json(r));

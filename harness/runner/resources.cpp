@@ -1,21 +1,19 @@
-#include "harness/cli/resources.hpp"
+#include "harness/runner/resources.hpp"
 
 #include <unistd.h>
 
 #include <cctype>
 #include <cmath>
+#include <cstdlib>
 #include <fstream>
 
-#include "harness/cli/exit_codes.hpp"
+#include "harness/runner/errors.hpp"
 #include "harness/kernels/footprint.hpp"
 #include "harness/numerics/precision.hpp"
 
-namespace kcert::cli {
+namespace kcert::runner {
 
 namespace {
-double g_limit = 0;  // 0: not set yet
-std::string g_source;
-
 // A cgroup memory limit in bytes from one of its files; nullopt for "max" or no file.
 std::optional<double> cgroup_limit(const char* path) {
   std::ifstream in(path);
@@ -64,22 +62,16 @@ double parse_memory_limit(const std::string& text) {
   return bytes;
 }
 
-void set_memory_limit(double bytes, std::string source) {
-  g_limit = bytes;
-  g_source = std::move(source);
+MemoryLimit resolve_memory_limit(const std::string& flag) {
+  if (!flag.empty()) return {parse_memory_limit(flag), "--memory-limit " + flag};
+  if (const char* env = std::getenv("KCERT_MEMORY_LIMIT"); env && *env) {
+    return {parse_memory_limit(env), std::string("KCERT_MEMORY_LIMIT=") + env};
+  }
+  return {available_memory_bytes() / 2, "half the available memory"};
 }
 
-double memory_limit_bytes() {
-  if (g_limit <= 0) set_memory_limit(available_memory_bytes() / 2, "half the available memory");
-  return g_limit;
-}
-
-const std::string& memory_limit_source() {
-  memory_limit_bytes();
-  return g_source;
-}
-
-std::optional<std::string> memory_refusal(const contract::TestCase& tc, const kernels::Registry& registry) {
+std::optional<std::string> memory_refusal(const contract::TestCase& tc, const kernels::Registry& registry,
+                                          const MemoryLimit& limit) {
   const auto f = kernels::builtin_footprint(tc.family, tc.probe);
   if (!f) return std::nullopt;
   const auto* family = registry.find_family(tc.family);
@@ -87,14 +79,14 @@ std::optional<std::string> memory_refusal(const contract::TestCase& tc, const ke
   const int out_bytes = static_cast<int>(c10::elementSize(numerics::to_dtype(format)));
   const auto m = kernels::estimate_memory(*f, out_bytes, family && family->selects);
   const double need = m.at_batch(1);
-  if (need <= memory_limit_bytes()) return std::nullopt;
+  if (need <= limit.bytes) return std::nullopt;
   return "probe.shape: this case needs about " + kernels::describe_bytes(need) +
          " at one replicate per kernel call (inputs " + kernels::describe_bytes(m.inputs) + ", outputs " +
          kernels::describe_bytes(m.outputs) + ", intermediates " + kernels::describe_bytes(m.intermediates) +
          ", fixed weights " +
          kernels::describe_bytes(m.fixed) + "), more than the memory limit " +
-         kernels::describe_bytes(memory_limit_bytes()) + " (" + memory_limit_source() +
+         kernels::describe_bytes(limit.bytes) + " (" + limit.source +
          "; --memory-limit or KCERT_MEMORY_LIMIT to change it)";
 }
 
-}  // namespace kcert::cli
+}  // namespace kcert::runner

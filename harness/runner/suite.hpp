@@ -1,0 +1,79 @@
+#pragma once
+// The runner room (issue 51): a suite run as plain functions, with the run's policy passed as
+// a value (it was process globals that main() set). A command parses its flags, calls these
+// and prints; a Python face calls the same functions.
+#include <cstddef>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "harness/contract/test_case.hpp"
+#include "harness/engine/case_result.hpp"
+#include "harness/engine/engine.hpp"
+#include "harness/kernels/registry.hpp"
+#include "harness/runner/resources.hpp"
+
+namespace kcert::runner {
+
+// Which cases run in a forked child process (engine/isolated.hpp), and for how long at most:
+// by default those whose kernels come from a plugin, with a deadline of an hour.
+struct Isolation {
+  enum class Mode { plugins, all, none } mode = Mode::plugins;
+  double deadline_seconds = 3600.0;
+};
+
+// What a run may do. main() fills it from --allow-case-plugins, --isolation, --case-deadline
+// and --memory-limit / KCERT_MEMORY_LIMIT.
+struct SuitePolicy {
+  // Whether a case's `plugins:` key may load a library the user did not name (--plugin,
+  // KCERT_PLUGINS): a case file does not load code on its own unless this is set.
+  bool allow_case_plugins = false;
+  Isolation isolation;
+  MemoryLimit memory;
+};
+
+// A line the run has to tell its user (a plugin loaded, the installed controls used); the
+// command prints it. Texts from plugins and paths are passed as they are: escaping them for
+// a terminal is the printer's job.
+using Note = std::function<void(const std::string&)>;
+
+// Loads plugins; each one loaded is noted ("plugin NAME VERSION loaded from PATH (...)").
+// Throws InputError.
+void load_plugins(const std::vector<std::string>& paths, kernels::Registry& registry, const Note& note);
+
+// A case file that could not be loaded (YAML, validation, its plugins, a duplicate id, the
+// memory limit): the file and the loader's reason (file:line:col: field: why).
+struct LoadFailure {
+  std::string file;
+  std::string reason;
+};
+
+// Loads every case file; collects all load errors before failing (InputError listing them).
+// Plugins named in the files' `plugins:` keys are loaded into the registry first, as the
+// policy allows. With `failures`, a file that fails to load is listed there instead and the
+// others load (the nightly makes each an ERROR result: one bad file must not refuse the
+// whole suite). The single path `testcases`, absent here, means the installed controls.
+// Throws UsageError for a profile no case defines.
+std::vector<contract::TestCase> load_cases(const std::vector<std::string>& paths, kernels::Registry& registry,
+                                           const std::string& profile, const SuitePolicy& policy, const Note& note,
+                                           std::vector<LoadFailure>* failures = nullptr);
+
+// The ERROR result a file that failed to load stands for: its id is the file's path.
+engine::CaseResult load_failure_result(const LoadFailure& failure);
+
+// What a run reports while it goes; every member may be empty.
+struct RunCallbacks {
+  std::function<void(std::size_t index, std::size_t total)> case_started;
+  std::function<void(const engine::Progress&)> progress;
+  // After each case, with every result so far (the newest last): to spool or write them.
+  std::function<void(const std::vector<engine::CaseResult>&)> case_finished;
+};
+
+// Runs cases in order. A case whose kernels this build lacks is a SKIP; one the harness
+// cannot finish is an ERROR result; a plugin's kernels (or every case, as the policy says)
+// run in a child process. Throws UsageError only for --device cuda on a build without it.
+std::vector<engine::CaseResult> run_cases(const std::vector<contract::TestCase>& cases, const kernels::Registry& registry,
+                                          engine::RunOptions options, const SuitePolicy& policy,
+                                          const RunCallbacks& callbacks);
+
+}  // namespace kcert::runner

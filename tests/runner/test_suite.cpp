@@ -1,0 +1,108 @@
+// The runner room (issue 51): a suite run as functions whose policy is a value, not a global.
+#include "tests/catch_torch.hpp"
+
+#include <filesystem>
+#include <fstream>
+
+#include "harness/kernels/registry.hpp"
+#include "harness/runner/errors.hpp"
+#include "harness/runner/suite.hpp"
+#include "harness/store/json.hpp"
+
+namespace {
+
+const std::string kN2 = std::string(KCERT_SOURCE_DIR) + "/testcases/negative/rmsnorm/n2_gemma_rmsnorm_missing_offset.yaml";
+const std::string kN6 = std::string(KCERT_SOURCE_DIR) + "/testcases/negative/rmsnorm/n6_norm_eps_placement.yaml";
+
+kcert::kernels::Registry builtin_registry() {
+  kcert::kernels::Registry registry;
+  kcert::kernels::register_builtin_families(registry);
+  return registry;
+}
+
+struct TempDir {
+  std::filesystem::path path;
+  TempDir() {
+    char tmpl[] = "/tmp/kcert-runner-test.XXXXXX";
+    path = ::mkdtemp(tmpl);
+  }
+  ~TempDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path, ec);
+  }
+};
+
+}  // namespace
+
+TEST_CASE("the policy decides whether a case file may load a plugin, per call", "[runner]") {
+  auto registry = builtin_registry();
+  TempDir dir;
+  {
+    std::ifstream in(kN2);
+    std::ofstream out(dir.path / "with_plugin.yaml");
+    out << in.rdbuf() << "plugins: [./not-there.so]\n";
+  }
+  const std::vector<std::string> paths{(dir.path / "with_plugin.yaml").string()};
+  kcert::runner::SuitePolicy strict;
+  CHECK_THROWS_WITH(kcert::runner::load_cases(paths, registry, "smoke", strict, nullptr),
+                    Catch::Contains("a case file does not load code on its own"));
+  // The same call under a trusting policy goes on to load the library (which is not there).
+  kcert::runner::SuitePolicy trusting;
+  trusting.allow_case_plugins = true;
+  CHECK_THROWS_WITH(kcert::runner::load_cases(paths, registry, "smoke", trusting, nullptr),
+                    !Catch::Contains("a case file does not load code on its own"));
+  // With a failure list, the file is listed and the others load.
+  std::vector<kcert::runner::LoadFailure> failures;
+  const auto cases = kcert::runner::load_cases({paths.front(), kN6}, registry, "smoke", strict, nullptr, &failures);
+  REQUIRE(cases.size() == 1);
+  CHECK(cases.front().id == "n6_norm_eps_placement");
+  REQUIRE(failures.size() == 1);
+  CHECK(failures.front().file == paths.front());
+  const auto error = kcert::runner::load_failure_result(failures.front());
+  CHECK(error.testcase.id == paths.front());
+  CHECK_THAT(error.error, Catch::StartsWith("cannot load the case file: "));
+}
+
+TEST_CASE("the memory limit is the policy's, named in the refusal", "[runner]") {
+  auto registry = builtin_registry();
+  kcert::runner::SuitePolicy tight;
+  tight.memory = {1024.0, "a test's limit"};
+  CHECK_THROWS_WITH(kcert::runner::load_cases({kN2}, registry, "smoke", tight, nullptr),
+                    Catch::Contains("more than the memory limit") && Catch::Contains("(a test's limit;"));
+  kcert::runner::SuitePolicy roomy;
+  roomy.memory = {1e12, "a test's limit"};
+  CHECK(kcert::runner::load_cases({kN2}, registry, "smoke", roomy, nullptr).size() == 1);
+  CHECK_THROWS_AS(kcert::runner::load_cases({kN2}, registry, "no-such-profile", roomy, nullptr), kcert::runner::UsageError);
+}
+
+TEST_CASE("a case gives the same document in process and in a forked child; callbacks see each case", "[runner]") {
+  auto registry = builtin_registry();
+  kcert::runner::SuitePolicy policy;
+  policy.memory = {1e12, "test"};
+  const auto cases = kcert::runner::load_cases({kN2, kN6}, registry, "smoke", policy, nullptr);
+  REQUIRE(cases.size() == 2);
+  std::vector<std::size_t> started;
+  std::vector<std::size_t> finished_counts;
+  kcert::runner::RunCallbacks callbacks;
+  callbacks.case_started = [&](std::size_t index, std::size_t total) {
+    CHECK(total == 2);
+    started.push_back(index);
+  };
+  callbacks.case_finished = [&](const std::vector<kcert::engine::CaseResult>& done) { finished_counts.push_back(done.size()); };
+  kcert::engine::RunOptions options;
+  policy.isolation.mode = kcert::runner::Isolation::Mode::none;
+  const auto in_process = kcert::runner::run_cases(cases, registry, options, policy, callbacks);
+  CHECK(started == std::vector<std::size_t>{0, 1});
+  CHECK(finished_counts == std::vector<std::size_t>{1, 2});
+  policy.isolation.mode = kcert::runner::Isolation::Mode::all;
+  const auto forked = kcert::runner::run_cases(cases, registry, options, policy, {});
+  REQUIRE(in_process.size() == 2);
+  REQUIRE(forked.size() == 2);
+  for (std::size_t i = 0; i < 2; ++i) {
+    INFO(cases[i].id);
+    CHECK(in_process[i].error.empty());
+    CHECK(forked[i].error.empty());
+    CHECK(kcert::store::without_runtime(kcert::store::to_json(in_process[i])).dump() ==
+          kcert::store::without_runtime(kcert::store::to_json(forked[i])).dump());
+  }
+}
