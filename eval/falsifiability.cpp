@@ -13,10 +13,13 @@ stats::Verdict bias_signed_only(const engine::CaseResult& r) { return r.bias.sig
 
 namespace {
 void count(Tally& t, bool negative, Verdict v) {
-  if (negative) t.detected += v != Verdict::pass;
-  else {
+  if (negative) {
+    t.detected += stats::flagged(v);
+    t.negatives_inconclusive += v == Verdict::inconclusive;
+  } else {
     t.false_fail += v == Verdict::fail;
     t.false_warn += v == Verdict::warn;
+    t.positives_inconclusive += v == Verdict::inconclusive;
   }
 }
 void count_flag(Tally& t, bool negative, bool flagged) {
@@ -24,7 +27,11 @@ void count_flag(Tally& t, bool negative, bool flagged) {
   else t.false_fail += flagged;
 }
 nlohmann::json tally_json(const Tally& t) {
-  return {{"negatives_detected", t.detected}, {"positives_fail", t.false_fail}, {"positives_warn", t.false_warn}};
+  return {{"negatives_detected", t.detected},
+          {"positives_fail", t.false_fail},
+          {"positives_warn", t.false_warn},
+          {"negatives_inconclusive", t.negatives_inconclusive},
+          {"positives_inconclusive", t.positives_inconclusive}};
 }
 }  // namespace
 

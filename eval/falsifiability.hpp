@@ -17,6 +17,9 @@ struct Tally {
   int detected = 0;   // negatives with WARN or FAIL (baselines: flagged)
   int false_fail = 0; // positives with FAIL (baselines: flagged)
   int false_warn = 0; // positives with WARN (gates only)
+  // Gates only (issue 32): INCONCLUSIVE verdicts, on their own line: an inconclusive
+  // negative is neither detected nor escaped, an inconclusive positive neither FAIL nor PASS.
+  int negatives_inconclusive = 0, positives_inconclusive = 0;
 };
 
 struct Falsifiability {
@@ -93,7 +96,8 @@ struct ControlOutcome {
   // The largest ULP effect among a statistic's significant buckets (0: none).
   double max_ulp_effect(stats::BiasStatistic s) const;
   bool ran() const { return error.empty() && skipped.empty(); }
-  bool detected() const { return kind == "negative" && ran() && verdict != stats::Verdict::pass; }
+  bool detected() const { return kind == "negative" && ran() && stats::flagged(verdict); }
+  bool inconclusive() const { return ran() && verdict == stats::Verdict::inconclusive; }
   bool false_fail() const { return kind == "positive" && ran() && verdict == stats::Verdict::fail; }
 };
 

@@ -38,7 +38,9 @@ def verdict_under(stat, s_min, c):
     return "FAIL" if any(e > s_min and u > c for e, u in frontier) else "WARN"
 
 
-ORDER = {"PASS": 0, "WARN": 1, "FAIL": 2}
+# INCONCLUSIVE (issue 32): the gate could not see an effect at its floor; above PASS, below
+# WARN, and not a detection.
+ORDER = {"PASS": 0, "INCONCLUSIVE": 1, "WARN": 2, "FAIL": 3}
 
 
 def worst(*vs):
@@ -66,6 +68,10 @@ def main():
         v = verdict_under(b["signed"], s, c)
         if args.statistic == "both":
             v = worst(v, verdict_under(b["magnitude"], s, cm))
+        # A gate blind at its floor stays so under other floors (approximately: blindness
+        # grows as c shrinks, which this re-judging does not recompute).
+        if v == "PASS" and b.get("verdict") == "INCONCLUSIVE":
+            v = "INCONCLUSIVE"
         return v
 
     def overall(r, s, c, cm):
@@ -107,7 +113,7 @@ def main():
               f"s_min {s0:g}, c {c0:g} (bias verdict) |")
         print("|---|---|---|---|---|---|")
     for s, c, cm in grid:
-        det = sum(overall(r, s, c, cm) != "PASS" for r in neg)
+        det = sum(overall(r, s, c, cm) in ("WARN", "FAIL") for r in neg)
         pf = sum(overall(r, s, c, cm) == "FAIL" for r in pos)
         pw = sum(overall(r, s, c, cm) == "WARN" for r in pos)
         changes = [f"{r['id']} {bias(r, s0, c0, cm0)}→{bias(r, s, c, cm)}" for r in rows

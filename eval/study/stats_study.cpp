@@ -11,6 +11,8 @@
 //                          benign backward pair (fp32 reductions in two orders, issue 31)
 //   kcert-study equivalence size and power of the bias gate's equivalence statement (TOST
 //                          within ±c ULP) at effects 0, c/2, c, 2c
+//   kcert-study inconclusive how often the bias gate is INCONCLUSIVE (blind at its floor) by R
+//                          and σ, and what it sees either way: 2c when conclusive, c when not
 //   kcert-study selection  the selection-flip test of a selecting family: null rate and the
 //                          probability of WARN/FAIL against the flip-rate ratio
 //
@@ -375,6 +377,99 @@ int equivalence_study(const EquivalenceOptions& o) {
   return ok ? 0 : 1;
 }
 
+// ---- INCONCLUSIVE: what the bias gate can see at its floor (issue 32) -----------------------
+
+// One bucket's differences d ~ N(μ, σ²) per replicate, in ULP of the bucket (u_g = 1), R of
+// them per run, the shipped floors. The gate calls a PASS INCONCLUSIVE when the typical
+// bucket is blind at its floor (stats::BucketEquivalence::blind: cut·s/√R >= c, s the
+// sample sd); here the bucket is its own typical one. The claims measured:
+//   - conclusive, an effect of 2c is flagged (WARN or FAIL) except with probability about
+//     Φ(-c√R/σ) <= Φ(-cut) once the bucket is conclusive more often than not: the mean is
+//     independent of s, and significance and the ULP floor both hold once |mean| > c;
+//   - inconclusive, an effect of c is flagged at most about half the time (significance needs
+//     |mean| > cut·s/√R >= c): a PASS there says nothing about an effect at the floor.
+struct InconclusiveOptions {
+  std::string replicates = "4,8,16,32,64,256,1024";
+  std::string sigmas = "0.25,1,4";  // σ in ULP
+  double z_star = kcert::stats::BiasThresholds{}.z_star;
+  double c = kcert::stats::BiasThresholds{}.c;
+  double samples = 20000;
+  std::uint64_t seed = 13;
+  bool check = false;
+};
+
+int inconclusive_study(const InconclusiveOptions& o) {
+  std::cout << fmt::format(
+      "The bias gate's INCONCLUSIVE on one bucket, c = {:g} ULP, z* = {:g}: differences N(μ, σ²) per replicate; INCONCLUSIVE when the\n"
+      "(1 - 2Φ(-z*)) interval's half-width cut·s/√R is at least c (stats::equivalence_bucket(...).blind); flagged: the bucket's\n"
+      "verdict is WARN or FAIL (stats::decide_bucket, shipped floors). {:g} runs per μ and cell, 95 % Wilson intervals.\n\n",
+      o.c, o.z_star, o.samples);
+  std::cout << "| σ (ULP) | R | t cut | P(INCONCLUSIVE) | flagged at 2c, conclusive | flagged at c, inconclusive | flagged at 2c, all runs |\n"
+               "|---|---|---|---|---|---|---|\n";
+  kcert::stats::BiasThresholds t;
+  t.z_star = o.z_star;
+  t.c = o.c;
+  const boost::math::normal_distribution<double> standard;
+  bool ok = true;
+  std::uint64_t cell = 0;
+  const auto runs = static_cast<std::uint64_t>(o.samples);
+  const auto rate_text = [](double hits, double n) {
+    if (n == 0) return std::string("- (no runs)");
+    const auto [lo, hi] = wilson(hits, n);
+    return fmt::format("{:.4f} [{:.4f}, {:.4f}] of {:g}", hits / n, lo, hi, n);
+  };
+  for (double sigma : parse_list(o.sigmas)) {
+    for (double Rd : parse_list(o.replicates)) {
+      const auto R = static_cast<std::uint64_t>(Rd);
+      const double cut = kcert::stats::t_cut(R, o.z_star);
+      // Per μ (0, c, 2c): runs that were blind, and flagged runs among the blind and the seeing.
+      double blind0 = 0, blind_c = 0, flagged_c_blind = 0, seeing_2c = 0, flagged_2c_seeing = 0, flagged_2c = 0;
+      for (const double mu : {0.0, o.c, 2.0 * o.c}) {
+        SplitMix64 rng(derive_seed(o.seed, ++cell));
+        for (std::uint64_t k = 0; k < runs; ++k) {
+          kcert::stats::RunningMoments m;
+          for (std::uint64_t r = 0; r < R; ++r) m.add(mu + sigma * standard_normal(rng));
+          const kcert::stats::BucketSample b{R, m.mean(), m.sd(), 1.0};
+          const bool blind = kcert::stats::equivalence_bucket(b, o.c, cut).blind;
+          const bool flagged = kcert::stats::flagged(kcert::stats::decide_bucket(b, t, cut).verdict);
+          if (mu == 0.0) {
+            blind0 += blind;
+          } else if (mu == o.c) {
+            blind_c += blind;
+            flagged_c_blind += blind && flagged;
+          } else {
+            seeing_2c += !blind;
+            flagged_2c_seeing += !blind && flagged;
+            flagged_2c += flagged;
+          }
+        }
+      }
+      std::cout << fmt::format("| {:g} | {} | {:.3g} | {} | {} | {} | {} |\n", sigma, R, cut, rate_text(blind0, o.samples),
+                               rate_text(flagged_2c_seeing, seeing_2c), rate_text(flagged_c_blind, blind_c),
+                               rate_text(flagged_2c, o.samples));
+      if (!o.check) continue;
+      // Conclusive more often than not: an effect of 2c must be flagged (miss <= Φ(-cut)).
+      if (seeing_2c >= 0.5 * o.samples) {
+        const auto [lo, hi] = wilson(flagged_2c_seeing, seeing_2c);
+        if (hi < 0.99) {
+          ok = false;
+          std::cerr << fmt::format("σ {:g}, R {}: conclusive, an effect of 2c flagged only [{:.4f}, {:.4f}]\n", sigma, R, lo, hi);
+        }
+      }
+      // Inconclusive: an effect of c must not be flagged much more than half the time, or the
+      // word would be hiding a gate that sees.
+      if (blind_c >= 100) {
+        const auto [lo, hi] = wilson(flagged_c_blind, blind_c);
+        if (lo > 0.55) {
+          ok = false;
+          std::cerr << fmt::format("σ {:g}, R {}: INCONCLUSIVE, yet an effect of c flagged [{:.4f}, {:.4f}]\n", sigma, R, lo, hi);
+        }
+      }
+    }
+  }
+  return ok ? 0 : 1;
+}
+
 // ---- bias attribution against the oracle --------------------------------------------------
 
 // One bucket's per-replicate errors of each side against the oracle, in ULP of the bucket
@@ -676,7 +771,7 @@ int gate_study(const GateOptions& o) {
       const auto truth = st::threshold_verdict(level, settings.warn_k, settings.fail_k);
       for (double r0d : parse_list(o.first)) {
         const auto r0 = static_cast<std::uint64_t>(r0d);
-        int counts[3] = {0, 0, 0}, lenient = 0, unwarned = 0, stricter = 0, fitted = 0, bounded = 0, covers = 0, heavy = 0;
+        int counts[4] = {0, 0, 0, 0}, lenient = 0, unwarned = 0, stricter = 0, fitted = 0, bounded = 0, covers = 0, heavy = 0;
         double replicates = 0.0;
         for (int sample = 0; sample < o.samples; ++sample) {
           const auto stream = derive_seed(o.seed, static_cast<std::uint64_t>(sample) * 7919ULL + r0 * 104729ULL +
@@ -707,7 +802,7 @@ int gate_study(const GateOptions& o) {
           }
           const auto r = gate.decide();
           replicates += static_cast<double>(done);
-          ++counts[static_cast<int>(r.verdict)];  // Verdict is ordered pass < warn < fail
+          ++counts[static_cast<int>(r.verdict)];  // Verdict is ordered pass < inconclusive < warn < fail
           const bool warned = r.tail.heavy.unresolved() || r.tail.heavy.model_matters || !r.evidence.reaches_horizon;
           lenient += r.verdict < truth;
           unwarned += r.verdict < truth && !warned;
@@ -724,7 +819,7 @@ int gate_study(const GateOptions& o) {
         std::cout << fmt::format(
             "| {} | {:g} | {} | {:g} | {} | {:.0f} / {:.0f} / {:.0f} % | {:.3f} [{:.3f}, {:.3f}] | {:.3f} | {:.3f} | {:.0f} % | {} | {:.0f} % | {:.0f} |\n",
             unit.shape == "gpd" ? fmt::format("GPD({:+g})", unit.xi) : unit.shape, unit.zeros, r0, level, st::to_string(truth),
-            100 * counts[0] / n, 100 * counts[1] / n, 100 * counts[2] / n, lenient / n, lo, hi, unwarned / n, stricter / n,
+            100 * counts[0] / n, 100 * counts[2] / n, 100 * counts[3] / n, lenient / n, lo, hi, unwarned / n, stricter / n,
             100 * fitted / n, bounded > 0 ? fmt::format("{:.3f}", covers / static_cast<double>(bounded)) : std::string("-"),
             100 * heavy / n, replicates / n);
         // The promise: on the laws the model describes (GPD with ξ <= 0, with or without zeros)
@@ -870,11 +965,11 @@ int dw_null(const DwNullOptions& o) {
             }
           }
           const double Bd = static_cast<double>(B);
-          std::string cellText;
+          std::string rate_text;
           for (int k = 0; k < 2; ++k) {
             const double rate = static_cast<double>(hits[k]) / Bd;
             const auto [lo, hi] = wilson(static_cast<double>(hits[k]), Bd);
-            cellText += fmt::format("{}{:.2f} [{:.2f}, {:.2f}]", k ? " / " : " ", rate / nominal, lo / nominal, hi / nominal);
+            rate_text += fmt::format("{}{:.2f} [{:.2f}, {:.2f}]", k ? " / " : " ", rate / nominal, lo / nominal, hi / nominal);
             if (z == 4) ratio_at_4 = std::max(ratio_at_4, rate / nominal);
             if (o.check && lo > 1.5 * nominal) {
               ok = false;
@@ -883,7 +978,7 @@ int dw_null(const DwNullOptions& o) {
                                        k ? "magnitude" : "signed", N, shift, R, z, lo, hi, nominal);
             }
           }
-          std::cout << cellText << " |";
+          std::cout << rate_text << " |";
         }
       }
       const double p5 = kcert::stats::per_bucket_false_alarm(5.0) * ratio_at_4;
@@ -977,7 +1072,17 @@ int main(int argc, char** argv) {
   eq->add_option("--samples", eo.samples, "runs per cell")->capture_default_str();
   eq->add_option("--seed", eo.seed)->capture_default_str();
   eq->add_flag("--check", eo.check, "exit 1 when a size cell's interval lies above Φ(-z*) or a well-powered null cell misses");
+  InconclusiveOptions io;
+  auto* inc = app.add_subcommand("inconclusive", "what the bias gate sees at its floor: INCONCLUSIVE rate, power when conclusive and when not");
+  inc->add_option("--replicates", io.replicates, "R values, comma-separated")->capture_default_str();
+  inc->add_option("--sigmas", io.sigmas, "per-replicate sd of the bucket statistic (ULP), comma-separated")->capture_default_str();
+  inc->add_option("--z-star", io.z_star, "significance level z*")->capture_default_str();
+  inc->add_option("--c", io.c, "the ULP floor")->capture_default_str();
+  inc->add_option("--samples", io.samples, "runs per μ and cell")->capture_default_str();
+  inc->add_option("--seed", io.seed)->capture_default_str();
+  inc->add_flag("--check", io.check, "exit 1 when a mostly conclusive cell misses 2c or an INCONCLUSIVE one sees c");
   CLI11_PARSE(app, argc, argv);
+  if (*inc) return inconclusive_study(io);
   if (*eq) return equivalence_study(eo);
   if (*dw) return dw_null(dwo);
   if (*gate) return gate_study(go);

@@ -64,6 +64,48 @@ void print_history(store::ResultStore& db, const std::string& env) {
   }
 }
 
+// A run whose evidence is not what its cases declare cannot set thresholds (issue 32): one
+// started with --replicates judged every control at an R nobody pre-declared (at R 4 the
+// bias cut is so wide that defects PASS, and floors taken from it would be meaningless); an
+// INCONCLUSIVE result could not see an effect at its floor; a control that missed its YAML
+// expectation means the run did not behave as the suite says it must. Refuses with the run
+// and the reason, naming at most a few controls.
+void refuse_unfit_source(const std::string& run, const store::RunSummary& summary,
+                         const std::vector<store::StoredResult>& results) {
+  const auto& cfg = summary.configuration;
+  if (const auto it = cfg.find("replicates"); it != cfg.end() && it->is_number_unsigned() && it->get<std::uint64_t>() > 0) {
+    throw InputError(fmt::format("run {} cannot be calibrated from: it was started with --replicates {}, so its controls "
+                                 "were judged at an R their cases do not declare; calibrate from a run at the cases' own R "
+                                 "(`kcert nightly` without --replicates)",
+                                 run, it->get<std::uint64_t>()));
+  }
+  std::vector<std::string> inconclusive, unmet;
+  for (const auto& r : results) {
+    const auto o = eval::outcome_from_document(r.document);
+    // The thresholds come from forward results (below): a backward control that could not
+    // see at this R (a per-element dW bucket at smoke shapes) says nothing about them.
+    const bool forward = r.document.value("direction", std::string("forward")) == "forward";
+    if (forward && o.inconclusive()) inconclusive.push_back(o.id);
+    if (!o.unexpected.empty()) unmet.push_back(o.id);
+  }
+  const auto some = [](const std::vector<std::string>& ids) {
+    const std::size_t shown = std::min<std::size_t>(ids.size(), 3);
+    return fmt::format("{}{}", fmt::join(ids.begin(), ids.begin() + static_cast<std::ptrdiff_t>(shown), ", "),
+                       ids.size() > shown ? fmt::format(" and {} more", ids.size() - shown) : std::string());
+  };
+  if (!inconclusive.empty()) {
+    throw InputError(fmt::format("run {} cannot be calibrated from: {} result(s) are INCONCLUSIVE ({}): their evidence could "
+                                 "not see an effect at the gate's floor; rerun at the replicates their reasons name",
+                                 run, inconclusive.size(), some(inconclusive)));
+  }
+  if (!unmet.empty()) {
+    throw InputError(fmt::format("run {} cannot be calibrated from: {} control(s) missed their YAML expectation ({}); "
+                                 "thresholds from a run that did not behave as the suite says would move with it. "
+                                 "Fix or explain those first (`kcert history CASE`)",
+                                 run, unmet.size(), some(unmet)));
+  }
+}
+
 }  // namespace
 
 void register_calibrate_command(CLI::App& app) {
@@ -77,7 +119,9 @@ void register_calibrate_command(CLI::App& app) {
       "  bias floors, per statistic: c = 1.5 x the largest ULP effect of a significant bucket\n"
       "  among the positives, at least 0.05 and at most the shipped floor (signed 0.3, magnitude 0.2)\n"
       "A family is refused, with the reason, when it has fewer than 3 positive controls in the\n"
-      "source run or one of them FAILed any gate there. The source is the newest finished run\n"
+      "source run or one of them FAILed any gate there. A whole source run is refused when it was\n"
+      "started with --replicates, holds an INCONCLUSIVE forward result or a control that missed its YAML\n"
+      "expectation: its evidence is not what the cases declare. The source is the newest finished run\n"
       "of the profile (default: contract shapes) in the environment, or the runs given by --run.\n"
       "Prints old and new thresholds and the verdict every control of the source run would get\n"
       "under the new thresholds, from the stored U values and bias frontiers (no kernel runs).\n"
@@ -117,6 +161,7 @@ void register_calibrate_command(CLI::App& app) {
       const auto summary = db.run_summary(run);
       if (!summary) throw InputError("run " + run + " is not in the database");
       if (summary->status != "finished") throw InputError("run " + run + " is " + summary->status + ", not finished");
+      refuse_unfit_source(run, *summary, db.run_results(run));
       for (const auto& r : db.run_results(run)) {
         if (r.fingerprint != env) continue;
         // Forward controls only: the calibration applies to forward cases (a gradient's U

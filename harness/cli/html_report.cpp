@@ -85,6 +85,7 @@ std::string short_of_horizon(const nlohmann::json& variance) {
 
 std::string badge(const std::string& verdict) {
   const std::string cls = verdict == "PASS"   ? "pass"
+                          : verdict == "INCONCLUSIVE" ? "inconclusive"
                           : verdict == "WARN" ? "warn"
                           : verdict == "FAIL" ? "fail"
                           : verdict == "SKIP" ? "skip"
@@ -117,6 +118,7 @@ td.num { text-align: right; font-variant-numeric: tabular-nums; }
 .short { background: #e8e8f4; color: #3a3a6a; font-weight: normal; }
 .fail { background: #f8d0d0; color: #8a1010; } .error { background: #ddd; color: #333; }
 .skip { background: #fff; color: #555; border: 1px dashed #999; }
+.inconclusive { background: #fff; color: #6a4a00; border: 1px dashed #c09000; }
 .attention { background: #fff4e5; border-left: 4px solid #e08a00; padding: 0.5em 1em; }
 figure { display: inline-block; margin: 0.5em 1em 1em 0; max-width: 46em; vertical-align: top; }
 figure img { width: 44em; border: 1px solid #ddd; }
@@ -498,6 +500,13 @@ std::string falsifiability_table(const nlohmann::json& f) {
     out += fmt::format("<tr><td>{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td></tr>", label,
                        num(g.value("negatives_detected", nlohmann::json())), num(g.value("positives_fail", nlohmann::json())),
                        num(g.value("positives_warn", nlohmann::json())));
+  }
+  // INCONCLUSIVE on its own row (issue 32): neither a detection nor an escape.
+  if (f.at("gates").contains("combined") && f.at("gates").at("combined").contains("negatives_inconclusive")) {
+    const auto& g = f.at("gates").at("combined");
+    out += fmt::format("<tr><td>combined INCONCLUSIVE (could not see the floor)</td><td class=\"num\">{}</td><td class=\"num\" "
+                       "colspan=\"2\">{} positives</td></tr>",
+                       num(g.value("negatives_inconclusive", nlohmann::json())), num(g.value("positives_inconclusive", nlohmann::json())));
   }
   const std::pair<const char*, const char*> checks[] = {{"assert_close", "today: assert_close (first replicate)"},
                                                         {"flash_attention", "today: FlashAttention 2x + 1 ULP rule"},

@@ -50,14 +50,31 @@ void print_verdict_table(std::ostream& out, const std::vector<engine::CaseResult
   std::size_t width = 4;
   for (const auto& r : results) width = std::max(width, r.testcase.id.size());
   width = std::min<std::size_t>(width, 60);
-  out << fmt::format("{:<{}}  {:<7}  {:<7}  {:<8}  {:<7}  {:>10}  {:>9}\n", "case", width, "algebra", "bias", "variance",
-                     "overall", "replicates", "seconds");
+  // A variance PASS short of the horizon says so in its cell (issue 32), and a column is as
+  // wide as its longest verdict (INCONCLUSIVE, PASS (short)), so the usual table keeps its layout.
+  const auto variance_cell = [](const engine::CaseResult& r) {
+    const bool short_of_horizon = r.ran() && !r.nonfinite && r.variance.verdict == stats::Verdict::pass &&
+                                  !r.variance.evidence.reaches_horizon;
+    return verdict_text(r, r.variance.verdict) + (short_of_horizon ? " (short)" : "");
+  };
+  std::size_t wa = 7, wb = 7, wv = 8, wo = 7;
+  bool any_short = false;
   for (const auto& r : results) {
-    out << fmt::format("{:<{}}  {:<7}  {:<7}  {:<8}  {:<7}  {:>10}  {:>9.1f}{}\n", r.testcase.id.substr(0, width), width,
-                       verdict_text(r, r.algebra.verdict), verdict_text(r, r.bias.verdict),
-                       verdict_text(r, r.variance.verdict), verdict_text(r, r.verdict), r.replicates, r.runtime.seconds,
+    wa = std::max(wa, verdict_text(r, r.algebra.verdict).size());
+    wb = std::max(wb, verdict_text(r, r.bias.verdict).size());
+    wv = std::max(wv, variance_cell(r).size());
+    wo = std::max(wo, verdict_text(r, r.verdict).size());
+    any_short |= variance_cell(r).size() > verdict_text(r, r.variance.verdict).size();
+  }
+  out << fmt::format("{:<{}}  {:<{}}  {:<{}}  {:<{}}  {:<{}}  {:>10}  {:>9}\n", "case", width, "algebra", wa, "bias", wb,
+                     "variance", wv, "overall", wo, "replicates", "seconds");
+  for (const auto& r : results) {
+    out << fmt::format("{:<{}}  {:<{}}  {:<{}}  {:<{}}  {:<{}}  {:>10}  {:>9.1f}{}\n", r.testcase.id.substr(0, width), width,
+                       verdict_text(r, r.algebra.verdict), wa, verdict_text(r, r.bias.verdict), wb, variance_cell(r), wv,
+                       verdict_text(r, r.verdict), wo, r.replicates, r.runtime.seconds,
                        r.unexpected.empty() ? "" : "  (unexpected)");
   }
+  if (any_short) out << "(short): a variance PASS whose evidence supports fewer replicates than the horizon T (see its evidence line)\n";
 }
 
 void print_case_details(std::ostream& out, const engine::CaseResult& r) {
@@ -235,6 +252,10 @@ void print_falsifiability(std::ostream& out, const eval::Falsifiability& f) {
     for (const auto& [d, t] : f.by_direction) own_row("combined, " + d + " controls", t);
   }
   if (f.both_directions) own_row("combined, cases in both directions", *f.both_directions);
+  // Its own line (issue 32): an INCONCLUSIVE negative is neither a detection nor an escape.
+  out << fmt::format("  {:<34} {:>3}/{:<3} negatives, {:>3}/{:<3} positives (the run could not see an effect at a gate's floor)\n",
+                     "combined INCONCLUSIVE", f.combined.negatives_inconclusive, f.negatives,
+                     f.combined.positives_inconclusive, f.positives);
   out << "  notes' reference (30 + 35 controls): 29/30 detected, 0/35 FAIL, 2/35 WARN\n";
   out << "  checks in use today (flagged on the first replicate):\n";
   row("  assert_close (bf16 rtol 1.6e-2)", f.assert_close, false);
@@ -307,6 +328,9 @@ void markdown_falsifiability(std::ostream& out, const eval::Falsifiability& f) {
   row("assert_close (first replicate)", f.assert_close, false);
   row("FlashAttention 2x + 1 ULP rule", f.flash_attention, false);
   row("dynamo fp64 RMSE 3x rule", f.dynamo_fp64, false);
+  out << fmt::format("\nINCONCLUSIVE (the run could not see an effect at a gate's floor; neither detected nor escaped): "
+                     "{}/{} negatives, {}/{} positives.\n",
+                     f.combined.negatives_inconclusive, f.negatives, f.combined.positives_inconclusive, f.positives);
   out << "\nNotes' reference (30 + 35 controls): 29/30 detected, 0/35 FAIL, 2/35 WARN. Expectations met: "
       << f.expectations_met << "/" << (f.negatives + f.positives + f.errors) << ".\n";
   out << fmt::format("Variance PASS short of the horizon (thin-tail bound above warn at T, or no events): {}/{} negatives, {}/{} positives.{}\n",

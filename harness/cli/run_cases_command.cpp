@@ -114,9 +114,11 @@ void register_run_command(CLI::App& app, kernels::Registry& registry, const runn
       "Examples:\n"
       "  kcert run testcases/negative/rmsnorm/n1_gemma_rmsnorm_offset_bf16.yaml\n"
       "  kcert run testcases --profile smoke --json results.json\n\n"
-      "Exit status: 0 no case FAILed (with --expect: every case met its YAML expectation),\n"
-      "1 a case FAILed (with --expect: some case did not meet its expectation), 2 bad input or\n"
-      "harness error.");
+      "Verdicts: PASS, INCONCLUSIVE (the run could not see an effect at a gate's floor: too few\n"
+      "replicates; the reason names the R it needs), WARN, FAIL; a case takes its worst gate's.\n\n"
+      "Exit status: 0 no case FAILed or was INCONCLUSIVE (with --expect: every case met its YAML\n"
+      "expectation), 1 a case FAILed or was INCONCLUSIVE (with --expect: some case did not meet\n"
+      "its expectation), 2 bad input or harness error.");
   cmd->add_option("cases", o->paths, "test-case files or folders (searched recursively for *.yaml)")->required();
   cmd->add_option("--json", o->json_path, "also write the results as JSON to this file (docs/results.md)");
   cmd->add_option("--junit", o->junit_path, "also write JUnit XML: one testcase per case, failing when it misses its "
@@ -176,7 +178,11 @@ void register_run_command(CLI::App& app, kernels::Registry& registry, const runn
     }
     if (harness_error) throw ExitWith(exit_input_error);
     bool finding = false;
-    for (const auto& r : results) finding |= r.ran() && (o->expect ? !r.unexpected.empty() : r.verdict == stats::Verdict::fail);
+    // A FAIL is a finding; so is an INCONCLUSIVE case (issue 32): it certified nothing, and a
+    // nightly that exits 0 on it would read as a PASS.
+    for (const auto& r : results)
+      finding |= r.ran() && (o->expect ? !r.unexpected.empty()
+                                       : r.verdict == stats::Verdict::fail || r.verdict == stats::Verdict::inconclusive);
     if (finding) throw ExitWith(exit_finding);
   });
 }

@@ -233,7 +233,8 @@ std::vector<std::string> check_gradients(const contract::Expectation& expected, 
   return out;
 }
 
-int severity(Verdict v) { return v == Verdict::fail ? 2 : v == Verdict::warn ? 1 : 0; }
+// The ordering of stats::Verdict: FAIL > WARN > INCONCLUSIVE > PASS.
+int severity(Verdict v) { return static_cast<int>(v); }
 
 SweepPoint point_of(const std::string& name, const std::string& probe_text, const CaseResult& r) {
   SweepPoint p;

@@ -70,7 +70,7 @@ template <class A> void fields(A& a, gates::BucketReport& b) {
 template <class A> void fields(A& a, gates::BiasStatisticResult& s) {
   a(s.statistic, s.deciding, s.verdict, s.fail_buckets, s.warn_buckets, s.attributed_buckets, s.max_abs_z, s.max_ulp_effect,
     s.flagged, s.top, s.frontier, s.equivalent, s.equivalence_bound_ulp, s.widest_ulp, s.widest_bucket, s.equivalent_buckets,
-    s.replicates_needed);
+    s.replicates_needed, s.typical_half_width_ulp, s.blind_at_floor, s.replicates_to_see_floor);
 }
 template <class A> void fields(A& a, stats::BiasThresholds& t) { a(t.z_star, t.s_min, t.c, t.c_magnitude); }
 template <class A> void fields(A& a, stats::CertifiedHorizon& h) { a(h.rho_min, h.t_cert); }
@@ -79,7 +79,7 @@ template <class A> void fields(A& a, gates::BiasResult& b) {
     b.magnitude_statistic, b.attribution, b.equivalent, b.reason);
 }
 template <class A> void fields(A& a, stats::VarianceSettings& s) {
-  a(s.tail_q, s.horizon, s.warn_k, s.fail_k, s.bootstrap, s.seed, s.bootstrap_kind, s.min_exceedances, s.level,
+  a(s.tail_q, s.horizon, s.warn_k, s.fail_k, s.bootstrap, s.seed, s.bootstrap_kind, s.min_exceedances, s.min_replicates, s.level,
     s.profile_level, s.selection_z, s.heavy_tail_level, s.heavy_tail_xi_max);
 }
 template <class A> void fields(A& a, stats::KhatSummary& k) {
@@ -137,7 +137,7 @@ template <class A> void outcome_fields(A& a, CaseResult& r) {
 
 // The largest value of each enum a result holds: a value past it is refused, not cast.
 template <class E> constexpr int enum_max();
-template <> constexpr int enum_max<stats::Verdict>() { return 2; }
+template <> constexpr int enum_max<stats::Verdict>() { return 3; }
 template <> constexpr int enum_max<stats::FloatFormat>() { return 3; }
 template <> constexpr int enum_max<stats::BiasStatistic>() { return 1; }
 template <> constexpr int enum_max<stats::BootstrapKind>() { return 1; }

@@ -56,6 +56,8 @@ BiasStatisticResult judge(const stats::BucketMoments& m, const BiasAccumulator::
   std::vector<BucketReport> all;
   all.reserve(m.buckets());
   double hardest = -1.0, hardest_mean = 0.0, hardest_sd = 0.0;
+  std::vector<double> half_widths;
+  half_widths.reserve(m.buckets());
   for (std::size_t g = 0; g < m.buckets(); ++g) {
     const auto& mg = m[g];
     const stats::BucketSample bs{mg.count(), mg.mean(), mg.sd(), ulp[g]};
@@ -87,6 +89,7 @@ BiasStatisticResult judge(const stats::BucketMoments& m, const BiasAccumulator::
     // Equivalence within ±c: the bucket's (1 - 2a) interval, and the R its mean and sd would need.
     const auto eq = stats::equivalence_bucket(bs, t.c, cut);
     out.equivalent_buckets += eq.equivalent;
+    half_widths.push_back(eq.half_width_ulp);
     if (eq.widest_ulp > out.widest_ulp || out.widest_bucket < 0) {
       out.widest_ulp = eq.widest_ulp;
       out.widest_bucket = static_cast<std::int64_t>(g);
@@ -121,6 +124,17 @@ BiasStatisticResult judge(const stats::BucketMoments& m, const BiasAccumulator::
   out.equivalent = out.equivalent_buckets == static_cast<std::int64_t>(m.buckets());
   if (!out.equivalent && hardest >= 0.0) {
     out.replicates_needed = stats::replicates_for_equivalence(hardest_mean, hardest_sd, t.c, t.z_star);
+  }
+  // The typical bucket (median half-width; the upper median for an even count): blind at the
+  // floor when its interval is at least ±c wide (stats::BucketEquivalence::blind).
+  if (!half_widths.empty()) {
+    const auto mid = half_widths.begin() + static_cast<std::ptrdiff_t>(half_widths.size() / 2);
+    std::nth_element(half_widths.begin(), mid, half_widths.end());
+    out.typical_half_width_ulp = *mid;
+    out.blind_at_floor = out.typical_half_width_ulp >= t.c;
+    const double n = static_cast<double>(m[0].count());
+    const double typical_sd = out.typical_half_width_ulp * std::sqrt(n) / cut;
+    if (out.blind_at_floor) out.replicates_to_see_floor = stats::replicates_for_equivalence(0.0, typical_sd, t.c, t.z_star);
   }
   out.top.assign(all.begin(), all.begin() + static_cast<std::ptrdiff_t>(std::min<std::size_t>(5, all.size())));
   std::vector<std::pair<double, double>> sig;
@@ -166,6 +180,23 @@ std::string equivalence_words(const BiasResult& r) {
   return "not shown equivalent: " + std::string(stats::to_string(worst->statistic)) + " interval up to ±" +
          stats::format_number(worst->widest_ulp) + " ULP at bucket " + std::to_string(worst->widest_bucket) + " against ±" +
          stats::format_number(worst->equivalence_bound_ulp) + " (" + need + ")";
+}
+
+std::string blind_words(const BiasResult& r) {
+  std::string out;
+  std::uint64_t need = 0;
+  for (const auto* s : {&r.signed_statistic, &r.magnitude_statistic}) {
+    if (!s->deciding || !s->blind_at_floor) continue;
+    out += (out.empty() ? "" : "; ") + std::string(stats::to_string(s->statistic)) + ": the typical " + r.axis +
+           " bucket's interval is ±" + stats::format_number(s->typical_half_width_ulp) + " ULP, not inside its floor ±" +
+           stats::format_number(s->equivalence_bound_ulp) + " ULP";
+    need = std::max(need, s->replicates_to_see_floor);
+  }
+  if (out.empty()) return out;
+  const std::string r_needed = need > (std::uint64_t{1} << 20) ? std::string("more than 2^20 replicates")
+                                                               : "R >= " + std::to_string(need);
+  return "INCONCLUSIVE at R = " + std::to_string(r.replicates) + " (|z| cut " + stats::format_number(r.z_cut) +
+         "): an effect at the floor could not be significant (" + out + "); seeing one needs " + r_needed;
 }
 
 BiasResult BiasAccumulator::decide(const stats::BiasThresholds& thresholds,
@@ -232,9 +263,18 @@ BiasResult BiasAccumulator::decide(const stats::BiasThresholds& thresholds,
     r.reason += std::string(r.reason.back() == ':' ? " " : "; ") + std::string(stats::to_string(s->statistic)) + " " +
                 std::to_string(s->fail_buckets) + " FAIL / " + std::to_string(s->warn_buckets) + " WARN (max |z| " + stats::format_number(s->max_abs_z) + ")";
   }
-  // A PASS says what it rests on (issue 32): shown equivalent within ±c, or only not detected,
-  // with the widest interval and the R equivalence would need.
-  if (r.verdict == Verdict::pass) r.reason += "; " + equivalence_words(r);
+  // A PASS says what it rests on (issue 32): nothing, when a deciding statistic could not
+  // see an effect at its floor (INCONCLUSIVE); else shown equivalent within ±c, or only not
+  // detected, with the widest interval and the R equivalence would need.
+  if (r.verdict == Verdict::pass) {
+    const std::string blind = blind_words(r);
+    if (!blind.empty()) {
+      r.verdict = Verdict::inconclusive;
+      r.reason += "; " + blind;
+    } else {
+      r.reason += "; " + equivalence_words(r);
+    }
+  }
   // "; 64 FAIL buckets attributed to the reference: ..." once per gate, with the worst one.
   std::int64_t attributed = 0;
   const BucketReport* example = nullptr;

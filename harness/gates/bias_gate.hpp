@@ -60,6 +60,11 @@ class BiasAccumulator {
 // or "not shown equivalent: signed interval up to ±0.41 ULP at bucket 29 against ±0.3
 // (equivalence would need R ≈ 2900)".
 std::string equivalence_words(const BiasResult& result);
+// Why a PASS is INCONCLUSIVE (issue 32), "" when no deciding statistic is blind at its floor:
+// "INCONCLUSIVE at R = 4 (|z| cut 156.7): an effect at the floor could not be significant
+// (signed: the typical channel bucket's interval is ±8.4 ULP, not inside its floor ±0.3
+// ULP); seeing one needs R >= 9".
+std::string blind_words(const BiasResult& result);
 
 struct BiasSettings {
   std::uint64_t replicates = 1024;  // R, declared before any data is seen

@@ -78,6 +78,13 @@ struct BiasStatisticResult {
   std::int64_t widest_bucket = -1;
   std::int64_t equivalent_buckets = 0;
   std::uint64_t replicates_needed = 0;
+  // What the statistic could see at all (INCONCLUSIVE, issue 32): the typical bucket's
+  // interval half-width (the median over buckets, ULP), whether it is at least c (blind at
+  // the floor: an effect of c ULP cannot be significant), and the R at which that bucket's
+  // sd would see c (stats::replicates_for_equivalence at mean 0; 2^20 + 1 beyond the cap).
+  double typical_half_width_ulp = 0.0;
+  bool blind_at_floor = false;
+  std::uint64_t replicates_to_see_floor = 0;
 };
 
 struct BiasResult {

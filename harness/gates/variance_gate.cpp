@@ -95,6 +95,13 @@ VarianceResult VarianceGate::decide() const {
   r.verdict = r.tail.verdict;
   r.reason = r.tail.reason + (r.unstable ? " (unstable: R_max reached)" : "");
   r.evidence = evidence_of(r.tail);
+  if (r.verdict == Verdict::pass && r.evidence.replicates < settings_.min_replicates) {
+    r.verdict = Verdict::inconclusive;
+    r.reason += "; INCONCLUSIVE: a PASS on " + std::to_string(r.evidence.replicates) +
+                " replicates, under the gate's minimum of " + std::to_string(settings_.min_replicates) +
+                " (no excess in R replicates bounds its rate only by about 3/R); seeing one needs R >= " +
+                std::to_string(settings_.min_replicates);
+  }
   if (selection_.decisions > 0) {
     auto t = stats::test_selection_flips(selection_, settings_.selection_z, settings_.warn_k, settings_.fail_k);
     r.reason += "; " + t.reason;

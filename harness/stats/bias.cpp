@@ -120,7 +120,9 @@ BucketEquivalence equivalence_bucket(const BucketSample& b, double c, double cut
   e.lower_ulp = (b.mean - half) / b.ulp;
   e.upper_ulp = (b.mean + half) / b.ulp;
   e.widest_ulp = std::max(std::fabs(e.lower_ulp), std::fabs(e.upper_ulp));
+  e.half_width_ulp = half / b.ulp;
   e.equivalent = e.widest_ulp <= c;
+  e.blind = e.half_width_ulp >= c;
   return e;
 }
 

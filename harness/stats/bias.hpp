@@ -111,11 +111,23 @@ Attribution attribute_bucket(const BucketDecision& difference, const Attribution
 struct BucketEquivalence {
   double lower_ulp = 0.0, upper_ulp = 0.0;  // the interval, in units of the bucket's ULP
   double widest_ulp = 0.0;                  // max(|lower|, |upper|)
+  double half_width_ulp = 0.0;              // cut·sd/√R over the bucket's ULP
   bool equivalent = false;                  // widest_ulp <= c
+  // Blind at the floor (INCONCLUSIVE, issue 32): half_width_ulp >= c. A mean of exactly
+  // c·u_g then has |z| <= cut, so no effect at the floor is significant, and no mean is
+  // shown equivalent either: at this R the bucket cannot tell an effect of c from none.
+  bool blind = false;
 };
 // Throws as decide_bucket does.
 BucketEquivalence equivalence_bucket(const BucketSample& bucket, double c, double cut);
 
+// When the gate calls a PASS INCONCLUSIVE (issue 32): a deciding statistic whose typical
+// bucket, the one of median half-width, is blind at its floor (BucketEquivalence::blind). Its
+// PASS says nothing about an effect of c ULP. Not blind, the typical bucket has |z| > cut at
+// a mean of c, so an effect of 2c is significant and past the ULP floor except with
+// probability about Φ(-cut) each (kcert-study inconclusive measures both sides). The R that
+// would make it see is replicates_for_equivalence(0, its sd, c, z*).
+//
 // The R at which a bucket with this |mean| and sd (both in ULP of the bucket) would be shown
 // equivalent within ±c, the interval's width taken at that R's cut: the smallest R >= 2 with
 // |mean| + t_cut(R, z*)·sd/√R <= c. 0 when |mean| >= c (no R shows it); capped: a result

@@ -37,6 +37,7 @@ void validate(const VarianceSettings& s) {
   if (!(s.warn_k > 0.0) || !std::isfinite(s.warn_k)) fail("warn_k must be positive, got " + format_number(s.warn_k));
   if (!(s.fail_k >= s.warn_k) || !std::isfinite(s.fail_k)) fail("fail_k must be finite and >= warn_k, got " + format_number(s.fail_k));
   if (s.bootstrap < 0) fail("bootstrap must be >= 0, got " + std::to_string(s.bootstrap));
+  if (s.min_replicates < 2) fail("min_replicates must be >= 2, got " + std::to_string(s.min_replicates));
   if (s.min_exceedances < 2) fail("min_exceedances must be >= 2, got " + std::to_string(s.min_exceedances));
   if (!(s.level > 0.5 && s.level < 1.0)) fail("level must lie in (0.5, 1), got " + format_number(s.level));
   if (!(s.profile_level >= s.level && s.profile_level < 1.0)) {

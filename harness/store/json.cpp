@@ -108,6 +108,7 @@ nlohmann::json to_json(const stats::TailAnalysis& a) {
                    {"bootstrap_kind", std::string(stats::to_string(s.bootstrap_kind))},
                    {"seed", s.seed},
                    {"min_exceedances", s.min_exceedances},
+                   {"min_replicates", s.min_replicates},
                    {"level", s.level},
                    {"profile_level", s.profile_level},
                    {"heavy_tail_level", s.heavy_tail_level},
@@ -167,7 +168,10 @@ nlohmann::json to_json(const gates::BiasStatisticResult& s) {
           {"equivalence", {{"equivalent", s.equivalent}, {"bound_ulp", json_number(s.equivalence_bound_ulp)},
                            {"widest_ulp", json_number(s.widest_ulp)}, {"widest_bucket", s.widest_bucket},
                            {"equivalent_buckets", s.equivalent_buckets},
-                           {"replicates_needed", s.equivalent ? nlohmann::json(nullptr) : nlohmann::json(s.replicates_needed)}}}};
+                           {"replicates_needed", s.equivalent ? nlohmann::json(nullptr) : nlohmann::json(s.replicates_needed)}}},
+          {"floor_visibility", {{"typical_half_width_ulp", json_number(s.typical_half_width_ulp)},
+                                {"blind", s.blind_at_floor},
+                                {"replicates_to_see", s.blind_at_floor ? nlohmann::json(s.replicates_to_see_floor) : nlohmann::json(nullptr)}}}};
 }
 
 nlohmann::json expectation_json(const contract::Expectation& e) {

@@ -275,7 +275,9 @@ bool ResultStore::store_result(const nlohmann::json& run, const nlohmann::json& 
     const auto gate_verdict = [&](const char* g) { return not_run ? std::string() : gates.at(g).at("verdict").get<std::string>(); };
     const std::string va = gate_verdict("algebra"), vb = gate_verdict("bias"), vv = gate_verdict("variance");
     const Param pa = not_run ? null() : str(va), pb = not_run ? null() : str(vb), pv = not_run ? null() : str(vv);
-    const bool any_warn_or_fail = va != "PASS" || vb != "PASS" || vv != "PASS";
+    // A detection is a WARN or a FAIL: an INCONCLUSIVE gate (schema/008) detects nothing.
+    const auto detects = [](const std::string& v) { return v == "WARN" || v == "FAIL"; };
+    const bool any_warn_or_fail = detects(va) || detects(vb) || detects(vv);
     const bool any_fail = va == "FAIL" || vb == "FAIL" || vv == "FAIL";
     const Param detected = (kind == "negative" && !not_run) ? str(any_warn_or_fail ? "true" : "false") : null();
     const Param false_alarm = (kind == "positive" && !not_run) ? str(any_fail ? "true" : "false") : null();
@@ -559,8 +561,8 @@ std::optional<RunSummary> ResultStore::run_summary(const std::string& run_id) {
   return guarded(*conn_, conn_->watchdog, conn_->statement_timeout, [&]() -> std::optional<RunSummary> {
     pqxx::work w(*conn_);
     const auto r = pq::exec_params(w, 
-        "SELECT id, status, profile, to_char(started_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"'), shard_count "
-        "FROM run WHERE id = $1",
+        "SELECT id, status, profile, to_char(started_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"'), shard_count, "
+        "configuration::text FROM run WHERE id = $1",
         run_id);
     if (r.empty()) return std::nullopt;
     RunSummary s;
@@ -569,6 +571,9 @@ std::optional<RunSummary> ResultStore::run_summary(const std::string& run_id) {
     s.profile = r[0][2].c_str();
     s.started_at = r[0][3].c_str();
     s.shard_count = r[0][4].as<int>();
+    // Written by kcert itself; a row someone edited into non-JSON reads as no configuration.
+    s.configuration = nlohmann::json::parse(r[0][5].c_str(), nullptr, /*allow_exceptions=*/false);
+    if (!s.configuration.is_object()) s.configuration = nlohmann::json::object();
     for (const auto& row : pq::exec_params(w, "SELECT shard_index, finished_at IS NOT NULL FROM run_shard WHERE run_id = $1 "
                                          "ORDER BY shard_index",
                                          run_id)) {

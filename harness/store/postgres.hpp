@@ -51,6 +51,7 @@ struct RunSummary {
   std::string run_id, status, profile, started_at;
   int shard_count = 1;
   std::vector<int> shards_started, shards_finished;  // 0-based shard indices
+  nlohmann::json configuration = nlohmann::json::object();  // how it was started (cases, replicates, ...)
 };
 
 // One stored result of a run: its document, K-hat sample and where it ran.

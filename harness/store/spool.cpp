@@ -232,8 +232,8 @@ void check_spool_record(const nlohmann::json& j) {
       fail("testcase.references", "a list of strings");
     const auto& r = at(j, "", "result");
     for (const char* k : {"id", "verdict"}) str(r, "result.", k);
-    static const std::set<std::string> verdicts{"PASS", "WARN", "FAIL", "ERROR", "SKIP"};
-    if (!verdicts.count(r.at("verdict").get<std::string>())) fail("result.verdict", "PASS, WARN, FAIL, ERROR or SKIP");
+    static const std::set<std::string> verdicts{"PASS", "INCONCLUSIVE", "WARN", "FAIL", "ERROR", "SKIP"};
+    if (!verdicts.count(r.at("verdict").get<std::string>())) fail("result.verdict", "PASS, INCONCLUSIVE, WARN, FAIL, ERROR or SKIP");
     for (const char* side : {"reference", "production"}) {
       const std::string p = std::string("result.") + side + ".";
       str(at(r, "result.", side), p, "variant");

@@ -153,10 +153,8 @@ class Reader {
 
   stats::Verdict verdict(const YAML::Node& node, const std::string& field) const {
     const auto s = string(node, field);
-    if (s == "PASS") return stats::Verdict::pass;
-    if (s == "WARN") return stats::Verdict::warn;
-    if (s == "FAIL") return stats::Verdict::fail;
-    fail(node, field, "expected PASS, WARN or FAIL, got '" + s + "'");
+    if (const auto v = stats::parse_verdict(s)) return *v;
+    fail(node, field, "expected PASS, INCONCLUSIVE, WARN or FAIL, got '" + s + "'");
   }
 
   ParamValue param(const YAML::Node& node, const std::string& field, const ParamSpec& spec) const {

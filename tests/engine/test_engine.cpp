@@ -318,7 +318,8 @@ kcert::contract::TestCase backward_case(const kcert::kernels::Registry& registry
                            "direction: backward\n"
                            "reference: {variant: " + ref + "}\nproduction: {variant: " + prod + "}\n"
                            "probe: {dtype: bf16, seed: 5, shape: {tokens: 64, hidden: 32}}\n" + backward +
-                           "gates: {replicates: 32, max_replicates: 32, algebra: {replicates: 2}}\n";
+                           // 64: the fewest replicates a PASS rests on (VarianceSettings::min_replicates).
+                           "gates: {replicates: 64, max_replicates: 64, algebra: {replicates: 2}}\n";
   return kcert::testcase::parse_testcase(yaml, "bw.yaml", schemas);
 }
 

@@ -53,6 +53,29 @@ TEST_CASE("falsifiability counts detections, false FAILs and false WARNs per gat
   CHECK(j.at("gates").at("combined").at("negatives_detected") == 3);
 }
 
+TEST_CASE("an INCONCLUSIVE control is neither a detection nor an escape nor a false alarm: it has its own count", "[eval]") {
+  using K = kcert::contract::Kind;
+  std::vector<kcert::engine::CaseResult> rs = {
+      result(K::negative, Verdict::pass, Verdict::inconclusive, Verdict::pass),  // underpowered: not detected
+      result(K::negative, Verdict::pass, Verdict::fail, Verdict::inconclusive),  // the FAIL decides
+      result(K::positive, Verdict::pass, Verdict::pass, Verdict::inconclusive),
+  };
+  const auto f = kcert::eval::tabulate(rs);
+  CHECK(f.combined.detected == 1);
+  CHECK(f.combined.negatives_inconclusive == 1);
+  CHECK(f.bias.negatives_inconclusive == 1);
+  CHECK(f.variance.negatives_inconclusive == 1);
+  CHECK(f.combined.positives_inconclusive == 1);
+  CHECK(f.combined.false_fail == 0);
+  CHECK(f.combined.false_warn == 0);
+  kcert::eval::ControlOutcome o = kcert::eval::outcome(rs[0]);
+  CHECK_FALSE(o.detected());
+  CHECK(o.inconclusive());
+  const auto j = kcert::eval::to_json(f);
+  CHECK(j.at("gates").at("combined").at("negatives_inconclusive") == 1);
+  CHECK(j.at("gates").at("combined").at("positives_inconclusive") == 1);
+}
+
 TEST_CASE("a skipped control counts nowhere: not a detection, not a pass, not a met expectation", "[eval]") {
   using K = kcert::contract::Kind;
   std::vector<kcert::engine::CaseResult> rs = {

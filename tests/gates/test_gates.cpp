@@ -97,17 +97,71 @@ TEST_CASE("K-hat follows the degenerate rules of method.md section 4", "[gates][
 }
 
 TEST_CASE("variance gate stops at once when every replicate is trivially aligned", "[gates][variance]") {
-  kcert::gates::VarianceGate gate({}, 32, 256, FloatFormat::bf16);
-  CHECK(gate.wants_more(0) == 32);
-  std::vector<ReplicateObservation> obs(32);
+  kcert::gates::VarianceGate gate({}, 64, 256, FloatFormat::bf16);
+  CHECK(gate.wants_more(0) == 64);
+  std::vector<ReplicateObservation> obs(64);
   for (auto& o : obs) o.peak = 1.0;  // E_prod = 0: K̂ = 0
+  gate.observe(batch(obs));
+  CHECK(gate.wants_more(64) == 0);
+  const auto r = gate.decide();
+  CHECK(r.verdict == Verdict::pass);
+  CHECK(r.looks == std::vector<std::uint64_t>{64});
+  CHECK(r.khat.size() == 64);
+  CHECK(r.tail.mode == kcert::stats::TailMode::trivially_aligned);
+}
+
+TEST_CASE("a variance PASS on fewer replicates than the gate's minimum is INCONCLUSIVE", "[gates][variance]") {
+  // 32 aligned replicates bound the rate of an excess only by about 3/32: not a PASS.
+  kcert::gates::VarianceGate gate({}, 32, 256, FloatFormat::bf16);
+  std::vector<ReplicateObservation> obs(32);
+  for (auto& o : obs) o.peak = 1.0;
   gate.observe(batch(obs));
   CHECK(gate.wants_more(32) == 0);
   const auto r = gate.decide();
-  CHECK(r.verdict == Verdict::pass);
-  CHECK(r.looks == std::vector<std::uint64_t>{32});
-  CHECK(r.khat.size() == 32);
-  CHECK(r.tail.mode == kcert::stats::TailMode::trivially_aligned);
+  CHECK(r.verdict == Verdict::inconclusive);
+  CHECK_THAT(r.reason, Catch::Contains("INCONCLUSIVE: a PASS on 32 replicates, under the gate's minimum of 64"));
+  CHECK_THAT(r.reason, Catch::Contains("seeing one needs R >= 64"));
+  // A FAIL needs no minimum: a short sample that already shows the excess says so.
+  kcert::gates::VarianceGate bad({}, 32, 32, FloatFormat::bf16);
+  std::vector<ReplicateObservation> worse(32);
+  for (auto& o : worse) {
+    o.peak = 1.0;
+    o.e_ref = 0.0;
+    o.e_prod = 4 * 0x1p-7;  // K̂ = +inf on every replicate
+  }
+  bad.observe(batch(worse));
+  CHECK(bad.wants_more(32) == 0);
+  const auto b = bad.decide();
+  INFO(b.reason);
+  CHECK(b.verdict == Verdict::fail);
+}
+
+TEST_CASE("the bias gate is INCONCLUSIVE where its cut hides an effect at its floor, and names the R it needs", "[gates][bias]") {
+  const double ulp = 0x1p-7;
+  // R = 4: the t cut at 3 degrees of freedom is ~157, so a bucket of sd 0.5 ULP cannot make
+  // an effect of 0.3 ULP significant (half-width 157 x 0.5 / 2 ULP). A 0.5 ULP defect PASSes
+  // the test: the gate must not call that PASS.
+  auto blind = bias_gate(4);
+  blind.observe(batch(draw(4, {0.0, 0.5 * ulp, 0.0, 0.0}, 0.5 * ulp, 7)));
+  const auto r = blind.decide();
+  CHECK(r.verdict == Verdict::inconclusive);
+  CHECK(r.signed_statistic.blind_at_floor);
+  CHECK(r.signed_statistic.typical_half_width_ulp > 0.3);
+  CHECK_THAT(r.reason, Catch::Contains("INCONCLUSIVE at R = 4"));
+  CHECK_THAT(r.reason, Catch::Contains("seeing one needs R >= "));
+  // At the R it names, the same defect is seen.
+  const auto need = r.signed_statistic.replicates_to_see_floor;
+  REQUIRE(need > 4);
+  REQUIRE(need < 100000);
+  auto seeing = bias_gate(2 * need);
+  seeing.observe(batch(draw(2 * need, {0.0, 0.5 * ulp, 0.0, 0.0}, 0.5 * ulp, 8)));
+  const auto s = seeing.decide();
+  CHECK_FALSE(s.signed_statistic.blind_at_floor);
+  CHECK(s.verdict == Verdict::fail);
+  // Tight buckets see at R = 4: a PASS there is a PASS.
+  auto tight = bias_gate(4);
+  tight.observe(batch(draw(4, {0.0, 0.0, 0.0, 0.0}, 0.0005 * ulp, 9)));
+  CHECK(tight.decide().verdict == Verdict::pass);
 }
 
 TEST_CASE("variance gate adds the selection-flip test of a selecting family to its verdict", "[gates][variance]") {
@@ -139,7 +193,8 @@ TEST_CASE("variance gate adds the selection-flip test of a selecting family to i
   const auto a = alike.decide();
   REQUIRE(a.selection);
   CHECK(a.selection->verdict == Verdict::pass);
-  CHECK(a.verdict == Verdict::pass);
+  // 32 aligned replicates are under the gate's minimum of 64: INCONCLUSIVE, not PASS.
+  CHECK(a.verdict == Verdict::inconclusive);
 
   // A non-selecting family (no decisions) carries no selection result.
   kcert::gates::VarianceGate none({}, 32, 256, FloatFormat::bf16);

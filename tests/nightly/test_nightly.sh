@@ -128,8 +128,20 @@ mkdir -p bad-expect
 sed 's/^  bias: .*/  bias: PASS/; s/^id: .*/id: n1_wrong_expectation/' \
   "$src/testcases/negative/rmsnorm/n1_gemma_rmsnorm_offset_bf16.yaml" > bad-expect/n1.yaml
 grep -q "bias: PASS" bad-expect/n1.yaml || fail "test setup: expectation not rewritten"
-expect_status 1 "$kcert" nightly bad-expect --profile smoke --quiet --junit bad-expect.xml
+expect_status 1 "$kcert" nightly bad-expect --profile smoke --quiet --junit bad-expect.xml --run-id bad-expect
 grep -q "differ from the YAML expectations" "$work/out.txt" || fail "exit 1 without the reason"
+# calibrate refuses a source run that missed an expectation, and one run at an R the cases
+# do not declare (issue 32: at R 4 the bias cut hides defects, and floors from it mean nothing).
+expect_status 2 "$kcert" calibrate --run bad-expect
+grep -q "run bad-expect cannot be calibrated from: 1 control(s) missed their YAML expectation (n1_wrong_expectation)" \
+  "$work/err.txt" || { cat "$work/err.txt" >&2; fail "calibrate must refuse a run with an unmet expectation"; }
+expect_status 1 "$kcert" nightly "$src/testcases/negative/rmsnorm/n1_gemma_rmsnorm_offset_bf16.yaml" --profile smoke \
+  --replicates 4 --run-id r4 --quiet
+[[ $(sql "SELECT bias_verdict FROM result WHERE run_id = 'r4'") == INCONCLUSIVE ]] ||
+  fail "a run at R 4 must store bias INCONCLUSIVE, not PASS (migration 8)"
+expect_status 2 "$kcert" calibrate --run r4
+grep -q "run r4 cannot be calibrated from: it was started with --replicates 4" "$work/err.txt" ||
+  { cat "$work/err.txt" >&2; fail "calibrate must refuse a --replicates run"; }
 xmllint --noout --schema "$src/docs/junit.xsd" bad-expect.xml 2>/dev/null || fail "nightly --junit does not validate"
 grep -q '<failure message="verdicts differ from the YAML expectation: bias: expected PASS, got FAIL"' bad-expect.xml ||
   fail "nightly --junit does not fail the control that missed its expectation"

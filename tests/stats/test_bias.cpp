@@ -153,6 +153,21 @@ TEST_CASE("equivalence: the (1 - 2Phi(-z*)) interval of the mean inside +-c ULP"
   CHECK_THROWS_AS(kcert::stats::equivalence_bucket({1, 0.0, 0.0, kUlp}, 0.3, cut), std::invalid_argument);
 }
 
+TEST_CASE("equivalence: a bucket is blind at its floor when its interval is at least +-c wide", "[bias][equivalence]") {
+  // half-width cut * sd / sqrt(R) in ULP; blind iff >= c: then a mean of exactly c has |z| <= cut.
+  const double cut4 = kcert::stats::t_cut(4, 5.0);
+  const auto wide = kcert::stats::equivalence_bucket({4, 0.5 * kUlp, 0.5 * kUlp, kUlp}, 0.3, cut4);
+  CHECK_THAT(wide.half_width_ulp, Catch::Matchers::WithinRel(cut4 * 0.5 / 2.0, 1e-12));
+  CHECK(wide.blind);
+  const auto d = kcert::stats::decide_bucket({4, 0.3 * kUlp, 0.5 * kUlp, kUlp}, {}, cut4);
+  CHECK_FALSE(d.significant);  // what blind means
+  const double cut = kcert::stats::t_cut(1024, 5.0);
+  const double sd_edge = 0.3 * 32.0 / cut;  // half-width exactly c at R 1024
+  CHECK(kcert::stats::equivalence_bucket({1024, 0.0, sd_edge * 1.0001 * kUlp, kUlp}, 0.3, cut).blind);
+  CHECK_FALSE(kcert::stats::equivalence_bucket({1024, 0.0, sd_edge * 0.9999 * kUlp, kUlp}, 0.3, cut).blind);
+  CHECK_FALSE(kcert::stats::equivalence_bucket({2, 0.0, 0.0, kUlp}, 0.3, kcert::stats::t_cut(2, 5.0)).blind);
+}
+
 TEST_CASE("equivalence: the R a bucket needs is the smallest whose interval fits, by brute force", "[bias][equivalence]") {
   for (const auto& [mean, sd] : std::vector<std::pair<double, double>>{{0.0, 1.0}, {0.15, 1.0}, {0.0, 0.25}, {0.29, 0.1}, {0.1, 3.0}}) {
     const auto need = kcert::stats::replicates_for_equivalence(mean, sd, 0.3, 5.0);

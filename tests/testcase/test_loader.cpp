@@ -118,7 +118,7 @@ TEST_CASE("expected_on holds one LibTorch release's expectation, checked like ex
   }
   CHECK_THROWS_WITH(parse(edit("expected: {algebra: PASS, bias: [WARN, FAIL]}",
                                "expected: {algebra: PASS}\nexpected_on:\n  libtorch2: {bias: MAYBE}")),
-                    Catch::Contains("expected_on.libtorch2.bias: expected PASS, WARN or FAIL, got 'MAYBE'"));
+                    Catch::Contains("expected_on.libtorch2.bias: expected PASS, INCONCLUSIVE, WARN or FAIL, got 'MAYBE'"));
 }
 
 TEST_CASE("an unknown key is rejected with its position and the allowed keys", "[loader]") {
@@ -140,7 +140,7 @@ TEST_CASE("a wrong type names the field and what was expected", "[loader]") {
   CHECK_THROWS_WITH(parse(edit("dtype: bf16", "dtype: fp8")),
                     Catch::Contains("probe.dtype: expected bf16, fp16, fp32 or fp64, got 'fp8'"));
   CHECK_THROWS_WITH(parse(edit("bias: [WARN, FAIL]", "bias: MAYBE")),
-                    Catch::Contains("expected.bias: expected PASS, WARN or FAIL, got 'MAYBE'"));
+                    Catch::Contains("expected.bias: expected PASS, INCONCLUSIVE, WARN or FAIL, got 'MAYBE'"));
   CHECK_THROWS_WITH(parse(edit("kind: zero_centred", "kind: ones")),
                     Catch::Contains("probe.weights.kind: expected one of around_one, zero_centred, got 'ones'"));
 }
