@@ -4,6 +4,7 @@
 
 #include <csignal>
 #include <cstdlib>
+#include <filesystem>
 #include <iostream>
 
 #include "harness/cli/db_commands.hpp"
@@ -13,6 +14,7 @@
 #include "harness/cli/html_report.hpp"
 #include "harness/cli/list_command.hpp"
 #include "harness/runner/resources.hpp"
+#include "harness/runner/spawn.hpp"
 #include "harness/runner/suite.hpp"
 #include "harness/cli/terminal_text.hpp"
 #include "harness/cli/run_cases_command.hpp"
@@ -70,6 +72,14 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(0.001, 1e7))
       ->capture_default_str();
 
+  std::string isolation_process = "fork";
+  app.add_option("--isolation-process", isolation_process,
+                 "how a case's child process is made: fork (a copy of this process) or spawn (a fresh `kcert "
+                 "worker` that loads the same plugins and reads the case's text; starts clean, for kernels that "
+                 "hold an interpreter or a GPU context)")
+      ->check(CLI::IsMember({"fork", "spawn"}))
+      ->capture_default_str();
+
   std::string memory_limit;
   app.add_option("--memory-limit", memory_limit,
                  "refuse, at load, a case whose estimated memory at one replicate per kernel call exceeds this "
@@ -91,7 +101,7 @@ int main(int argc, char** argv) {
   // What a suite run may do, a value the commands that run cases are given (runner/suite.hpp).
   kcert::runner::SuitePolicy policy;
   app.parse_complete_callback([&app, argc, argv, &threads, &plugins, &registry, &allow_case_plugins, &memory_limit,
-                              &math_modes, &isolation, &case_deadline, &policy]() {
+                              &math_modes, &isolation, &case_deadline, &isolation_process, &policy]() {
     // Commands that run kernels get the thread policy (process_policy.hpp), which may
     // re-execute kcert once so that libgomp and OpenBLAS read it when they load.
     bool runs_kernels = false;
@@ -103,6 +113,10 @@ int main(int argc, char** argv) {
     using Mode = kcert::runner::Isolation::Mode;
     policy.isolation.mode = isolation == "all" ? Mode::all : isolation == "none" ? Mode::none : Mode::plugins;
     policy.isolation.deadline_seconds = case_deadline;
+    policy.isolation.process = isolation_process == "spawn" ? kcert::runner::Isolation::Process::spawn
+                                                            : kcert::runner::Isolation::Process::fork;
+    std::error_code ec;
+    policy.isolation.worker = std::filesystem::read_symlink("/proc/self/exe", ec).string();
     // The run's math modes: kcert's pinned values with the command line's on top, in ATen's
     // context before anything reads it (the environment fingerprint records them on a GPU).
     auto modes = kcert::numerics::pinned_math_modes();
@@ -144,6 +158,9 @@ int main(int argc, char** argv) {
   kcert::cli::register_db_commands(app);
   kcert::cli::register_tail_fit_command(app);
   kcert::cli::register_report_command(app);
+  // The spawn strategy's child (runner/spawn.hpp): not for people, so not in --help.
+  auto* worker = app.add_subcommand("worker", "")->group("");
+  worker->callback([&registry]() { throw kcert::cli::ExitWith{kcert::runner::serve_worker(std::cin, 3, registry)}; });
 
   try {
     app.parse(argc, argv);

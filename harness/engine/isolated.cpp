@@ -59,24 +59,10 @@ std::string current_exception_type() {
   // have (its next parallel region would wait for them forever).
   std::thread worker([&] {
     numerics::configure_intra_op_threads(threads);
-    try {
-      message = frame(kResult, encode_outcome(run_case(tc, registry, options)));
-    } catch (const std::exception& e) {
-      message = frame(kException, e.what());
-    } catch (...) {
-      message = frame(kForeign, current_exception_type());
-    }
+    message = case_message(tc, registry, options);
   });
   worker.join();
-  const char* p = message.data();
-  std::size_t left = message.size();
-  while (left > 0) {
-    const ssize_t n = ::write(fd, p, left);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) ::_exit(121);
-    p += n;
-    left -= static_cast<std::size_t>(n);
-  }
+  if (!write_message(fd, message)) ::_exit(121);
   // _exit: no atexit handlers or static destructors of the parent's state run here, and no
   // stdio buffer is flushed twice.
   ::_exit(0);
@@ -91,6 +77,31 @@ std::string signal_name(int sig) {
 std::string seconds_text(double s) { return fmt::format("{:g}", s); }
 
 }  // namespace
+
+std::string case_message(const contract::TestCase& tc, const kernels::Registry& registry, const RunOptions& options) {
+  try {
+    return frame(kResult, encode_outcome(run_case(tc, registry, options)));
+  } catch (const std::exception& e) {
+    return frame(kException, e.what());
+  } catch (...) {
+    return frame(kForeign, current_exception_type());
+  }
+}
+
+std::string error_message(const std::string& what) { return frame(kException, what); }
+
+bool write_message(int fd, const std::string& message) {
+  const char* p = message.data();
+  std::size_t left = message.size();
+  while (left > 0) {
+    const ssize_t n = ::write(fd, p, left);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return false;
+    p += n;
+    left -= static_cast<std::size_t>(n);
+  }
+  return true;
+}
 
 bool kernels_from_plugin(const contract::TestCase& tc, const kernels::Registry& registry) {
   const auto* family = registry.find_family(tc.family);
@@ -137,7 +148,12 @@ CaseResult run_case_isolated(const contract::TestCase& tc, const kernels::Regist
   // Both sides set the group, so the kill below finds it whichever runs first.
   ::setpgid(pid, pid);
   ::close(fds[1]);
-  const int fd = fds[0];
+  return collect_case(pid, fds[0], start, tc, options, isolation);
+}
+
+CaseResult collect_case(pid_t pid, int fd, std::chrono::steady_clock::time_point start, const contract::TestCase& tc,
+                        const RunOptions& options, const IsolationOptions& isolation) {
+  using clock = std::chrono::steady_clock;
   const auto deadline = start + std::chrono::duration_cast<clock::duration>(std::chrono::duration<double>(isolation.deadline_seconds));
 
   std::string data;

@@ -12,6 +12,9 @@
 // leader of its own process group, which is killed past the deadline, and dies with its
 // parent (PR_SET_PDEATHSIG). This is isolation from faults, not from malice: the child is
 // the same user with the same files open.
+#include <sys/types.h>
+
+#include <chrono>
 #include <stdexcept>
 #include <string>
 
@@ -40,5 +43,21 @@ bool kernels_from_plugin(const contract::TestCase& tc, const kernels::Registry& 
 // (as run_case would have); throws CaseAborted when the child ended without a result.
 CaseResult run_case_isolated(const contract::TestCase& tc, const kernels::Registry& registry, const RunOptions& options,
                              const IsolationOptions& isolation);
+
+// The parts a child process of another kind shares with the forked one (the runner's spawned
+// `kcert worker`, runner/spawn.hpp):
+// run_case's outcome as one framed message (a result, a std::exception's text, or the type of
+// another exception), what a child writes back;
+std::string case_message(const contract::TestCase& tc, const kernels::Registry& registry, const RunOptions& options);
+// the message of an error the child met before it could run the case (a worker's unreadable
+// request): the parent rethrows it as the case's exception;
+std::string error_message(const std::string& what);
+// writes it whole to fd (false on an error: the parent then reads an incomplete message);
+bool write_message(int fd, const std::string& message);
+// and, in the parent, the child `pid` (leader of its own process group) read to its end on
+// `fd` (closed here) and reaped under the deadline counted from `start`: its result, or
+// CaseAborted with the reason, as run_case_isolated.
+CaseResult collect_case(pid_t pid, int fd, std::chrono::steady_clock::time_point start, const contract::TestCase& tc,
+                        const RunOptions& options, const IsolationOptions& isolation);
 
 }  // namespace kcert::engine

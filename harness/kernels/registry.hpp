@@ -125,6 +125,8 @@ class Registry {
                     const std::string& origin);
   bool has_plugin(const std::string& canonical_path) const { return plugins_.count(canonical_path) > 0; }
   void note_plugin(const std::string& canonical_path) { plugins_.insert(canonical_path); }
+  // The plugins loaded so far (canonical paths): what a spawned worker loads to match.
+  const std::set<std::string>& plugin_paths() const { return plugins_; }
 
  private:
   std::map<std::string, Family> families_;

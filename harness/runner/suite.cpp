@@ -10,6 +10,7 @@
 #include "harness/kernels/plugin.hpp"
 #include "harness/numerics/runtime.hpp"
 #include "harness/runner/errors.hpp"
+#include "harness/runner/spawn.hpp"
 #include "harness/testcase/loader.hpp"
 
 namespace kcert::runner {
@@ -197,7 +198,9 @@ std::vector<engine::CaseResult> run_cases(const std::vector<contract::TestCase>&
         engine::IsolationOptions io;
         io.deadline_seconds = policy.isolation.deadline_seconds;
         io.who = from_plugin ? "plugin kernel" : "case";
-        results.push_back(engine::run_case_isolated(cases[i], registry, options, io));
+        results.push_back(policy.isolation.process == Isolation::Process::spawn
+                              ? run_case_spawned(cases[i], registry, options, io, policy.isolation.worker)
+                              : engine::run_case_isolated(cases[i], registry, options, io));
       } else {
         results.push_back(engine::run_case(cases[i], registry, options));
       }

@@ -20,6 +20,10 @@ namespace kcert::runner {
 struct Isolation {
   enum class Mode { plugins, all, none } mode = Mode::plugins;
   double deadline_seconds = 3600.0;
+  // How a child is made: a fork of this process (cheap; shares its state), or a spawned
+  // `worker` binary (a kcert) that starts clean (runner/spawn.hpp): what Python kernels need.
+  enum class Process { fork, spawn } process = Process::fork;
+  std::string worker;  // the kcert binary a spawned child runs (main(): this executable)
 };
 
 // What a run may do. main() fills it from --allow-case-plugins, --isolation, --case-deadline

@@ -5,11 +5,14 @@
 # must be an ERROR with its reason, every other case must run, the report must be written and
 # the nightly must exit 2. Then: a case run in a child gives the same result as in process,
 # and plugin files are checked on the file that is loaded.
-#   test_plugin_isolation.sh KCERT HOSTILE_PLUGIN_SO SOURCE_DIR
+#   test_plugin_isolation.sh KCERT HOSTILE_PLUGIN_SO SOURCE_DIR [fork|spawn]
+# The fourth argument is how the children are made (--isolation-process, issue 51): the
+# nightly of step 1 must read the same under both.
 set -euo pipefail
 KCERT=$1
 PLUGIN_SO=$2
 SRC=$3
+PROCESS=${4:-fork}
 WORK=$(mktemp -d /tmp/kcert-plugin-isolation.XXXXXX)
 trap "" EXIT
 fail() { echo "FAIL: $*" >&2; exit 1; }
@@ -53,7 +56,7 @@ cp "$SRC/tests/cli/golden/inputs/invalid_utf8.yaml" "$WORK/controls/invalid_utf8
 # 1. The nightly finishes, exits 2, and writes its report.
 start=$(date +%s)
 set +e
-KCERT_HOME="$WORK/home" "$KCERT" nightly "$WORK/controls" --no-db --allow-case-plugins --case-deadline 5 \
+KCERT_HOME="$WORK/home" "$KCERT" --isolation-process "$PROCESS" nightly "$WORK/controls" --no-db --allow-case-plugins --case-deadline 5 \
   --run-id isolation-test --report "$WORK/report" --quiet >"$WORK/out.txt" 2>"$WORK/err.txt"
 code=$?
 set -e

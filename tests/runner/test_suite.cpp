@@ -20,6 +20,14 @@ kcert::kernels::Registry builtin_registry() {
   return registry;
 }
 
+// A result's document without how the run went (threads, batch, seconds): what must be the
+// same bits wherever the case ran.
+std::string measured(const kcert::engine::CaseResult& r) {
+  auto j = kcert::store::to_json(r);
+  j.erase("runtime");
+  return j.dump();
+}
+
 struct TempDir {
   std::filesystem::path path;
   TempDir() {
@@ -75,7 +83,7 @@ TEST_CASE("the memory limit is the policy's, named in the refusal", "[runner]") 
   CHECK_THROWS_AS(kcert::runner::load_cases({kN2}, registry, "no-such-profile", roomy, nullptr), kcert::runner::UsageError);
 }
 
-TEST_CASE("a case gives the same document in process and in a forked child; callbacks see each case", "[runner]") {
+TEST_CASE("a case gives the same document in process, in a forked child and in a spawned worker, and callbacks see each case", "[runner]") {
   auto registry = builtin_registry();
   kcert::runner::SuitePolicy policy;
   policy.memory = {1e12, "test"};
@@ -96,13 +104,25 @@ TEST_CASE("a case gives the same document in process and in a forked child; call
   CHECK(finished_counts == std::vector<std::size_t>{1, 2});
   policy.isolation.mode = kcert::runner::Isolation::Mode::all;
   const auto forked = kcert::runner::run_cases(cases, registry, options, policy, {});
+  // The spawn strategy: a fresh kcert worker that rebuilds each case from its text.
+  policy.isolation.process = kcert::runner::Isolation::Process::spawn;
+  policy.isolation.worker = KCERT_BINARY;
+  const auto spawned = kcert::runner::run_cases(cases, registry, options, policy, {});
   REQUIRE(in_process.size() == 2);
   REQUIRE(forked.size() == 2);
+  REQUIRE(spawned.size() == 2);
   for (std::size_t i = 0; i < 2; ++i) {
     INFO(cases[i].id);
     CHECK(in_process[i].error.empty());
     CHECK(forked[i].error.empty());
-    CHECK(kcert::store::without_runtime(kcert::store::to_json(in_process[i])).dump() ==
-          kcert::store::without_runtime(kcert::store::to_json(forked[i])).dump());
+    CHECK(spawned[i].error == "");
+    const auto expected = measured(in_process[i]);
+    CHECK(measured(forked[i]) == expected);
+    CHECK(measured(spawned[i]) == expected);
   }
+  // A worker that cannot start is the case's ERROR, not the run's end.
+  policy.isolation.worker = "/nonexistent/kcert";
+  const auto missing = kcert::runner::run_cases({cases.front()}, registry, options, policy, {});
+  REQUIRE(missing.size() == 1);
+  CHECK_THAT(missing.front().error, Catch::Contains("cannot start the worker /nonexistent/kcert"));
 }

@@ -1,0 +1,133 @@
+#include "harness/runner/spawn.hpp"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/prctl.h>
+#include <unistd.h>
+
+#include <nlohmann/json.hpp>
+
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <iostream>
+#include <iterator>
+#include <stdexcept>
+
+#include "harness/kernels/plugin.hpp"
+#include "harness/numerics/runtime.hpp"
+#include "harness/numerics/torch_api.hpp"
+#include "harness/testcase/loader.hpp"
+
+extern char** environ;
+
+namespace kcert::runner {
+
+namespace {
+
+// What the worker needs to rebuild and run the case: its file's text (the loader's input,
+// so the worker validates it as the parent did), the profile and id that pick the case, the
+// run's overrides and the plugins its kernels may come from.
+nlohmann::json request(const contract::TestCase& tc, const kernels::Registry& registry, const engine::RunOptions& options) {
+  nlohmann::json r = {{"source", tc.source}, {"text", tc.text},       {"profile", tc.profile},
+                      {"id", tc.id},         {"device", options.device}, {"batch", options.batch},
+                      {"plugins", std::vector<std::string>(registry.plugin_paths().begin(), registry.plugin_paths().end())}};
+  if (options.replicates) r["replicates"] = *options.replicates;
+  if (options.seed) r["seed"] = *options.seed;
+  return r;
+}
+
+// Writes all of `text` to fd; SIGPIPE is blocked meanwhile so that a worker that died before
+// reading ends the write with EPIPE (its exit status then says why), not this process.
+bool write_all_blocking_sigpipe(int fd, const std::string& text) {
+  sigset_t pipe_set, old_set;
+  sigemptyset(&pipe_set);
+  sigaddset(&pipe_set, SIGPIPE);
+  pthread_sigmask(SIG_BLOCK, &pipe_set, &old_set);
+  const bool ok = engine::write_message(fd, text);
+  if (!ok) {
+    const timespec none{0, 0};
+    while (sigtimedwait(&pipe_set, nullptr, &none) == SIGPIPE) {
+    }
+  }
+  pthread_sigmask(SIG_SETMASK, &old_set, nullptr);
+  return ok;
+}
+
+}  // namespace
+
+engine::CaseResult run_case_spawned(const contract::TestCase& tc, const kernels::Registry& registry,
+                                    const engine::RunOptions& options, const engine::IsolationOptions& isolation,
+                                    const std::string& worker) {
+  int in[2], out[2];
+  if (::pipe2(in, O_CLOEXEC) != 0) throw std::runtime_error(std::string("cannot create a pipe for the worker: ") + std::strerror(errno));
+  if (::pipe2(out, O_CLOEXEC) != 0) {
+    const int err = errno;
+    ::close(in[0]);
+    ::close(in[1]);
+    throw std::runtime_error(std::string("cannot create a pipe for the worker: ") + std::strerror(err));
+  }
+  const std::string threads = std::to_string(at::get_num_threads());
+  char* argv[] = {const_cast<char*>("kcert"), const_cast<char*>("--threads"), const_cast<char*>(threads.c_str()),
+                  const_cast<char*>("worker"), nullptr};
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_adddup2(&actions, in[0], STDIN_FILENO);
+  posix_spawn_file_actions_adddup2(&actions, out[1], 3);
+  posix_spawnattr_t attr;
+  posix_spawnattr_init(&attr);
+  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP);
+  posix_spawnattr_setpgroup(&attr, 0);  // its own process group, killed as one past the deadline
+  std::cout.flush();
+  std::cerr.flush();
+  const auto start = std::chrono::steady_clock::now();
+  pid_t pid = 0;
+  const int rc = ::posix_spawn(&pid, worker.c_str(), &actions, &attr, argv, environ);
+  posix_spawn_file_actions_destroy(&actions);
+  posix_spawnattr_destroy(&attr);
+  ::close(in[0]);
+  ::close(out[1]);
+  if (rc != 0) {
+    ::close(in[1]);
+    ::close(out[0]);
+    throw std::runtime_error("cannot start the worker " + worker + ": " + std::strerror(rc));
+  }
+  write_all_blocking_sigpipe(in[1], request(tc, registry, options).dump());
+  ::close(in[1]);
+  return engine::collect_case(pid, out[0], start, tc, options, isolation);
+}
+
+int serve_worker(std::istream& in, int result_fd, kernels::Registry& registry) {
+  // Dies with the process that asked (the fork strategy's child does the same).
+  ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+  nlohmann::json r;
+  contract::TestCase tc;
+  engine::RunOptions options;
+  try {
+    r = nlohmann::json::parse(std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()));
+    for (const auto& p : r.at("plugins")) kernels::load_plugin(p.get<std::string>(), registry);
+    testcase::FamilySchemas schemas;
+    for (const auto& name : registry.family_names()) schemas.emplace(name, registry.family(name).schema());
+    const auto id = r.at("id").get<std::string>();
+    bool found = false;
+    for (auto& c : testcase::parse_testcases(r.at("text").get<std::string>(), r.at("source").get<std::string>(), schemas,
+                                             r.at("profile").get<std::string>())) {
+      if (c.id == id) {
+        tc = std::move(c);
+        found = true;
+      }
+    }
+    if (!found) throw std::runtime_error("case " + id + " is not in the text it was sent with");
+    options.device = r.at("device").get<std::string>();
+    options.batch = r.at("batch").get<std::int64_t>();
+    if (r.contains("replicates")) options.replicates = r.at("replicates").get<std::uint64_t>();
+    if (r.contains("seed")) options.seed = r.at("seed").get<std::uint64_t>();
+  } catch (const std::exception& e) {
+    const std::string why = std::string("kcert worker: cannot read its request: ") + e.what();
+    return engine::write_message(result_fd, engine::error_message(why)) ? 0 : 2;
+  }
+  return engine::write_message(result_fd, engine::case_message(tc, registry, options)) ? 0 : 2;
+}
+
+}  // namespace kcert::runner
