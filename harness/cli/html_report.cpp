@@ -131,36 +131,23 @@ std::string page(const std::string& title, const std::string& body) {
          "</title><style>" + kStyle + "</style></head><body>\n" + body + "\n</body></html>\n";
 }
 
-// A plot's data file, written on close() through store::write_text_file: a fresh file renamed
+// A plot's data file, written by close() through store::write_text_file: a fresh file renamed
 // into place, so a name planted in the plots folder (a link to a root-only file) is replaced,
-// never written through (issue 53; std::ofstream followed it and truncated the target).
+// never written through (issue 53; std::ofstream followed it and truncated the target). Every
+// one is closed where its data ends, so a write error surfaces there.
 class DataFile {
  public:
   explicit DataFile(std::string path) : path_(std::move(path)) {}
-  DataFile(const DataFile&) = delete;
-  DataFile& operator=(const DataFile&) = delete;
-  ~DataFile() {
-    // A path that forgot close(): written as the ofstream it replaces did, errors unreported.
-    try {
-      close();
-    } catch (const std::exception&) {
-    }
-  }
   template <class T>
   DataFile& operator<<(const T& v) {
     text_ << v;
     return *this;
   }
-  void close() {
-    if (closed_) return;
-    closed_ = true;
-    store::write_text_file(path_, text_.str());
-  }
+  void close() { store::write_text_file(path_, text_.str()); }
 
  private:
   std::string path_;
   std::ostringstream text_;
-  bool closed_ = false;
 };
 
 // Runs gnuplot on a script, from inside the plots folder (the script names its files relative

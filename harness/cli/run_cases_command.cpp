@@ -5,10 +5,8 @@
 #include <fmt/format.h>
 #include <unistd.h>
 
-#include <filesystem>
 #include <iostream>
 #include <memory>
-#include <set>
 
 #include "harness/cli/exit_codes.hpp"
 #include "harness/cli/flag_checks.hpp"
@@ -16,7 +14,6 @@
 #include "harness/cli/report.hpp"
 #include "harness/cli/run_storage.hpp"
 #include "harness/engine/engine.hpp"
-#include "harness/numerics/runtime.hpp"
 #include "harness/store/json.hpp"
 #include "harness/store/postgres.hpp"
 #include "harness/store/spool.hpp"
