@@ -143,8 +143,43 @@ TEST_CASE("a stored run reads back through kcert history across two environments
   CHECK(count(db, "SELECT count(*) FROM run WHERE status = 'finished'") == 2);
 }
 
+// A cluster of this test's own, for the tests that stop their server: the fixture's cluster
+// is shared with tests that run beside this one (the per-family smoke runs hold no lock on
+// it), and stopping it failed them in CI (a smoke run's writes fell to its spool, and the
+// smoke fixture's cleanup found no server).
+class PrivateCluster {
+ public:
+  explicit PrivateCluster(std::string dir) : dir_(std::move(dir)) {
+    // A fresh cluster each time (initdb, a second or two): nothing left from an earlier run.
+    stop();
+    run_command("rm -rf " + shell_quote(dir_));
+    const auto r = run_command(kSource + "/scripts/pg-cluster.sh start " + shell_quote(dir_) + " 2>&1");
+    if (r.exit_code != 0) FAIL("could not start a private cluster in " + dir_ + ":\n" + r.output);
+  }
+  ~PrivateCluster() {
+    stop();
+    run_command("rm -rf " + shell_quote(dir_));
+  }
+  PrivateCluster(const PrivateCluster&) = delete;
+  PrivateCluster& operator=(const PrivateCluster&) = delete;
+
+  std::string conninfo() const {
+    std::ifstream in(dir_ + "/conninfo");
+    std::string s;
+    std::getline(in, s);
+    REQUIRE_FALSE(s.empty());
+    return s;
+  }
+  bool stop() const { return run_command(kSource + "/scripts/pg-cluster.sh stop " + shell_quote(dir_)).exit_code == 0; }
+  bool start() const { return run_command(kSource + "/scripts/pg-cluster.sh start " + shell_quote(dir_)).exit_code == 0; }
+
+ private:
+  std::string dir_;
+};
+
 TEST_CASE("a server stopped mid-run loses nothing: upload restores the same rows", "[postgres]") {
-  const auto db = fresh_database("kcert_t_outage");
+  const PrivateCluster cluster(kPgDir + "-outage");
+  const auto db = cluster.conninfo();  // database kcert of its own cluster, empty
   run_kcert(db, "db migrate");
   const auto dir = temp_dir("outage");
   write_case(dir + "/a_fast.yaml", "a_fast", 32, 64, 64);
@@ -180,12 +215,12 @@ TEST_CASE("a server stopped mid-run loses nothing: upload restores the same rows
   }
   if (!first_result_stored()) FAIL("no result reached the database in 300 s:\n" + run_command("cat " + dir + "/outage.log").output);
   REQUIRE_FALSE(spool_has("\"type\":\"finish\""));  // b_slow still running: the outage is mid-run
-  REQUIRE(run_command(kSource + "/scripts/pg-cluster.sh stop " + kPgDir).exit_code == 0);
+  REQUIRE(cluster.stop());
   const auto finish_deadline = std::chrono::steady_clock::now() + std::chrono::seconds(600);
   while (!spool_has("\"type\":\"finish\"") && std::chrono::steady_clock::now() < finish_deadline) {
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
-  REQUIRE(run_command(kSource + "/scripts/pg-cluster.sh start " + kPgDir).exit_code == 0);
+  REQUIRE(cluster.start());
   if (!spool_has("\"type\":\"finish\"")) FAIL("the run did not finish within 600 s of the outage:\n" + run_command("cat " + dir + "/outage.log").output);
   const auto log = run_command("cat " + dir + "/outage.log").output;
   INFO(log);
