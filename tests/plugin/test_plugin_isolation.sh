@@ -114,7 +114,9 @@ if pgrep -f "nightly $WORK/controls" >/dev/null; then fail "a child process outl
 # 3. A case run in a child gives what it gives in process (the wire carries every field):
 # the plugin's correct case, a built-in one, and three controls at smoke shapes that fill
 # the rest of a result (a swept case, a selecting family's flip test, bias FAIL buckets with
-# their frontier), with every case in a child (--isolation all).
+# their frontier), with every case in a child (--isolation all) made the way step 1 made
+# them: under spawn the result crosses as the worker's JSON frame, under fork as the child's
+# message.
 mkdir -p "$WORK/wire"
 cp "$WORK/controls/ordinary_builtin.yaml" "$WORK/controls/plugin_ok.yaml" \
   "$SRC/testcases/negative/activation/g1_gemma_gelu_erf_vs_tanh.yaml" \
@@ -123,7 +125,7 @@ cp "$WORK/controls/ordinary_builtin.yaml" "$WORK/controls/plugin_ok.yaml" \
 sed -i 's|^plugins: .*|plugins: [../plugins/hostile.so]|' "$WORK/wire/plugin_ok.yaml"
 for mode in none all; do
   # Exit 1: the negatives FAIL, as they should.
-  "$KCERT" --isolation $mode --plugin "$WORK/plugins/hostile.so" run "$WORK/wire" --profile smoke \
+  "$KCERT" --isolation $mode --isolation-process "$PROCESS" --plugin "$WORK/plugins/hostile.so" run "$WORK/wire" --profile smoke \
     --json "$WORK/run-$mode.json" --quiet --brief >"$WORK/run-$mode.txt" 2>&1 && fail "the negatives did not FAIL"
   [[ -s $WORK/run-$mode.json ]] || fail "run --isolation $mode: $(cat "$WORK/run-$mode.txt")"
 done
@@ -138,6 +140,12 @@ a, b = load(sys.argv[1]), load(sys.argv[2])
 assert a == b, "a case run in a child differs from the same case run in process"
 print("in process == in a child:", [r["id"] for r in a["results"]])
 PY
+# Steps 4 and 5 check how plugin files are loaded, which does not depend on how children are
+# made: the fork run checks them, the spawn run stops here (issue 50: the quick loop).
+if [[ $PROCESS == spawn ]]; then
+  echo "plugin isolation (spawn): all checks passed"
+  exit 0
+fi
 
 # 4. Plugin files: checked on the opened file, and its folder too.
 mkdir -p "$WORK/groupdir" && cp "$WORK/plugins/hostile.so" "$WORK/groupdir/h.so" && chmod g+w "$WORK/groupdir"
