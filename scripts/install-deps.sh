@@ -58,6 +58,9 @@ PACKAGES=(
 )
 if [[ $torch == debian ]]; then
   PACKAGES+=(libtorch-dev)
+  # The Python module (`python3 -m kcert`, docs/python.md) is built against Debian's torch for
+  # Python, which is the same LibTorch; torch's tensor caster needs the pybind11 headers.
+  PACKAGES+=(python3-torch python3-dev pybind11-dev)
 else
   # The venv's interpreter is Debian's python3 (a pyenv python3 on PATH may lack venv or
   # differ by machine); the wheel's Python ABI follows it. python3-pip asks PyPI for the
@@ -83,6 +86,8 @@ if ((tests)); then
   PACKAGES+=(libxml2-utils)
   # JSON outputs are validated against docs/schema with python3-jsonschema.
   PACKAGES+=(python3-jsonschema)
+  # The Python module's tests (tests/python) run under pytest.
+  PACKAGES+=(python3-pytest)
 fi
 
 missing=()

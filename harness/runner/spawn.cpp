@@ -59,7 +59,8 @@ bool write_all_blocking_sigpipe(int fd, const std::string& text) {
 
 engine::CaseResult run_case_spawned(const contract::TestCase& tc, const kernels::Registry& registry,
                                     const engine::RunOptions& options, const engine::IsolationOptions& isolation,
-                                    const std::string& worker) {
+                                    const std::vector<std::string>& worker) {
+  if (worker.empty()) throw std::runtime_error("cannot start the worker: no worker command is set");
   int in[2], out[2];
   if (::pipe2(in, O_CLOEXEC) != 0) throw std::runtime_error(std::string("cannot create a pipe for the worker: ") + std::strerror(errno));
   if (::pipe2(out, O_CLOEXEC) != 0) {
@@ -69,8 +70,12 @@ engine::CaseResult run_case_spawned(const contract::TestCase& tc, const kernels:
     throw std::runtime_error(std::string("cannot create a pipe for the worker: ") + std::strerror(err));
   }
   const std::string threads = std::to_string(at::get_num_threads());
-  char* argv[] = {const_cast<char*>("kcert"), const_cast<char*>("--threads"), const_cast<char*>(threads.c_str()),
-                  const_cast<char*>("worker"), nullptr};
+  std::vector<std::string> args = worker;
+  args.front() = "kcert";  // the program's name as it sees it; the path stays worker.front()
+  for (const char* a : {"--threads", threads.c_str(), "worker"}) args.emplace_back(a);
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
   posix_spawn_file_actions_t actions;
   posix_spawn_file_actions_init(&actions);
   posix_spawn_file_actions_adddup2(&actions, in[0], STDIN_FILENO);
@@ -83,7 +88,7 @@ engine::CaseResult run_case_spawned(const contract::TestCase& tc, const kernels:
   std::cerr.flush();
   const auto start = std::chrono::steady_clock::now();
   pid_t pid = 0;
-  const int rc = ::posix_spawn(&pid, worker.c_str(), &actions, &attr, argv, environ);
+  const int rc = ::posix_spawn(&pid, worker.front().c_str(), &actions, &attr, argv.data(), environ);
   posix_spawn_file_actions_destroy(&actions);
   posix_spawnattr_destroy(&attr);
   ::close(in[0]);
@@ -91,7 +96,7 @@ engine::CaseResult run_case_spawned(const contract::TestCase& tc, const kernels:
   if (rc != 0) {
     ::close(in[1]);
     ::close(out[0]);
-    throw std::runtime_error("cannot start the worker " + worker + ": " + std::strerror(rc));
+    throw std::runtime_error("cannot start the worker " + worker.front() + ": " + std::strerror(rc));
   }
   write_all_blocking_sigpipe(in[1], request(tc, registry, options).dump());
   ::close(in[1]);

@@ -7,6 +7,7 @@
 // result wire (engine/result_wire.hpp) on descriptor 3. Deadline, process group and every
 // way a child can end are the fork strategy's (engine::collect_case).
 #include <istream>
+#include <vector>
 #include <string>
 
 #include "harness/engine/engine.hpp"
@@ -15,12 +16,12 @@
 
 namespace kcert::runner {
 
-// Runs `tc` in `worker` (a kcert binary: `WORKER --threads N worker`), with the registry's
+// Runs `tc` in `worker` (a command line that takes kcert's: `WORKER... --threads N worker`), with the registry's
 // plugins loaded there. Returns its result, rethrows a std::exception the case threw as
 // std::runtime_error, throws engine::CaseAborted when the worker ended without a result.
 engine::CaseResult run_case_spawned(const contract::TestCase& tc, const kernels::Registry& registry,
                                     const engine::RunOptions& options, const engine::IsolationOptions& isolation,
-                                    const std::string& worker);
+                                    const std::vector<std::string>& worker);
 
 // The worker's side: reads one request from `in`, loads its plugins into `registry`, runs
 // the case and writes the framed outcome to `result_fd`. Returns the process's exit status

@@ -23,7 +23,10 @@ struct Isolation {
   // How a child is made: a fork of this process (cheap; shares its state), or a spawned
   // `worker` binary (a kcert) that starts clean (runner/spawn.hpp): what Python kernels need.
   enum class Process { fork, spawn } process = Process::fork;
-  std::string worker;  // the kcert binary a spawned child runs (main(): this executable)
+  // The command a spawned child runs, up to kcert's global options: the program's path, then
+  // its arguments (the kcert binary: {this executable}; Python: {python, -m, kcert, --python
+  // FILE...}); the spawner appends `--threads N worker`.
+  std::vector<std::string> worker;
 };
 
 // What a run may do. main() fills it from --allow-case-plugins, --isolation, --case-deadline

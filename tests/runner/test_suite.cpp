@@ -106,7 +106,7 @@ TEST_CASE("a case gives the same document in process, in a forked child and in a
   const auto forked = kcert::runner::run_cases(cases, registry, options, policy, {});
   // The spawn strategy: a fresh kcert worker that rebuilds each case from its text.
   policy.isolation.process = kcert::runner::Isolation::Process::spawn;
-  policy.isolation.worker = KCERT_BINARY;
+  policy.isolation.worker = {KCERT_BINARY};
   const auto spawned = kcert::runner::run_cases(cases, registry, options, policy, {});
   REQUIRE(in_process.size() == 2);
   REQUIRE(forked.size() == 2);
@@ -121,7 +121,7 @@ TEST_CASE("a case gives the same document in process, in a forked child and in a
     CHECK(measured(spawned[i]) == expected);
   }
   // A worker that cannot start is the case's ERROR, not the run's end.
-  policy.isolation.worker = "/nonexistent/kcert";
+  policy.isolation.worker = {"/nonexistent/kcert"};
   const auto missing = kcert::runner::run_cases({cases.front()}, registry, options, policy, {});
   REQUIRE(missing.size() == 1);
   CHECK_THAT(missing.front().error, Catch::Contains("cannot start the worker /nonexistent/kcert"));

@@ -1,0 +1,30 @@
+#pragma once
+// kcert's command line as a function: the kcert binary's main() calls it, and so does the
+// Python module (`python -m kcert`), which brings variants of its own and spawns its workers
+// as Python processes. Everything after parsing (commands, storage, reports) is the same code.
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "harness/kernels/registry.hpp"
+
+namespace kcert::cli {
+
+// What a front end other than the kcert binary adds to the command line.
+struct FrontEnd {
+  // Called once the built-in families are registered, before the command line is parsed (so
+  // `list` shows what it adds) and before plugins load: adds the front end's own variants.
+  // A std::exception it throws is a usage error (exit 2), printed with its message.
+  std::function<void(kernels::Registry&)> extend;
+  // The command a spawned worker runs, up to the global options (runner::Isolation::worker);
+  // empty: this executable.
+  std::vector<std::string> worker;
+  // --isolation-process's default: fork for the kcert binary; spawn where forking the process
+  // is unsafe (a Python interpreter that has imported torch).
+  std::string default_isolation_process = "fork";
+};
+
+// Parses argv and runs the command; returns the process exit status (cli/exit_codes.hpp).
+int run_command_line(int argc, char** argv, const FrontEnd& front_end = {});
+
+}  // namespace kcert::cli

@@ -1,0 +1,237 @@
+"""kcert from Python: certify kernels written in Python with kcert's gates.
+
+    # my_kernels.py
+    import kcert
+
+    @kcert.variant("rmsnorm", "my_fused", params={"eps": 1e-6})
+    def my_fused(inputs, p, params):
+        u = p.up(inputs["x"])
+        r = torch.rsqrt(u.pow(2).mean(-1, keepdim=True) + params["eps"])
+        return p.round_w(u * r * p.up(inputs["w"]))
+
+    $ python -m kcert --python my_kernels.py run my_case.yaml
+
+A variant is a callable ``fn(inputs, p, params) -> Tensor``: ``inputs`` maps the family's
+input names to tensors (a leading batch dimension, one slice per replicate), ``p`` is the
+precision policy (``p.up``, ``p.round_w``, ``p.working_dtype``, ``p.compute_dtype``,
+``p.is_exact``) and ``params`` the case's parameters for it. It joins a family kcert already
+has (``kcert list``) and is named in a case like any variant. Everything else is kcert's
+command line, unchanged: ``run``, ``suite``, ``nightly``, the database, the reports.
+Cases whose kernels come from Python run in a spawned ``python -m kcert`` worker by default
+(``--isolation plugins``): a crash, ``sys.exit()`` or hang there is that case's ERROR.
+docs/python.md has the rest.
+"""
+import hashlib
+import importlib.util
+import inspect
+import os
+import stat
+import sys
+
+import torch  # first: kcert._C links the same LibTorch, and torch's tensor caster needs it loaded
+from torch.utils._python_dispatch import TorchDispatchMode
+
+from . import _C
+
+__all__ = ["variant", "exact_casts", "main", "Precision"]
+
+Precision = _C.Precision
+
+_variants = []  # (family, name, version, description, origin, params, fn), in registration order
+_files = []  # the --python files imported, in order, for the spawned workers
+
+
+def _sha256(path):
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 16), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+_LOW_PRECISION = (torch.float32, torch.float16, torch.bfloat16)
+
+
+def _caller_frame():
+    """The innermost frame of the user's code (not torch's, not kcert's): where a cast is."""
+    import traceback
+    here = os.path.dirname(os.path.abspath(__file__))
+    torch_dir = os.path.dirname(os.path.abspath(torch.__file__))
+    for frame in reversed(traceback.extract_stack()):
+        f = os.path.abspath(frame.filename)
+        if not f.startswith(here) and not f.startswith(torch_dir) and not f.startswith("<"):
+            return f"{frame.filename}:{frame.lineno} ({frame.name}: {(frame.line or '').strip()})"
+    return "an unknown line"
+
+
+def _floating_dtypes(out):
+    if isinstance(out, torch.Tensor):
+        return [out.dtype] if out.is_floating_point() else []
+    if isinstance(out, (list, tuple)):
+        return [d for o in out for d in _floating_dtypes(o)]
+    return []
+
+
+class _ExactOnly(TorchDispatchMode):
+    """Active while a variant runs under the exact policy: an op that returns a floating tensor
+    below fp64 means the oracle is not exact (HF eager code's `.float()` on fp64 inputs
+    computes in fp32 and casts back, so the output's dtype alone cannot show it)."""
+
+    def __init__(self, what):
+        super().__init__()
+        self.what = what
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        low = [d for d in _floating_dtypes(out) if d in _LOW_PRECISION]
+        if low:
+            raise RuntimeError(
+                f"variant {self.what} is not exact under the exact policy (the fp64 oracle and the algebra gate): "
+                f"{func} made a {low[0]} tensor at {_caller_frame()}. A cast such as .float() or "
+                f".to(torch.float32) computes in that dtype even on fp64 inputs. Write the cast points with "
+                f"p.up() / p.round_w(), or wrap the kernel with @kcert.exact_casts, which runs it in fp64 under "
+                f"the exact policy and unchanged otherwise (docs/python.md)")
+        return out
+
+
+class _PromoteCasts(TorchDispatchMode):
+    """Every dtype an op asks for below fp64 becomes fp64: an eager kernel's own cast points,
+    run on fp64 inputs, then compute its real function in fp64."""
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = dict(kwargs or {})
+        if kwargs.get("dtype") in _LOW_PRECISION:
+            kwargs["dtype"] = torch.float64
+        return func(*args, **kwargs)
+
+
+def exact_casts(fn):
+    """Wraps an eager kernel that writes its own casts (`.float()`, `.to(torch.float32)`,
+    `x.to(input_dtype)`: Hugging Face's modules) so that under the exact policy every cast to a
+    floating dtype below fp64 is promoted to fp64, and its fp64 run is its real function;
+    under the working policy it runs unchanged, casts and all.
+
+        @kcert.variant("rmsnorm", "hf_llama")
+        @kcert.exact_casts
+        def hf_llama(inputs, p, params):
+            return hf_module(inputs["x"])   # LlamaRMSNorm's forward, as transformers has it
+    """
+    def run(inputs, p, params):
+        if not p.is_exact:
+            return fn(inputs, p, params)
+        # Tensors made without a dtype (a module's parameters, torch.ones(n)) take the default.
+        default = torch.get_default_dtype()
+        torch.set_default_dtype(torch.float64)
+        try:
+            with _PromoteCasts():
+                return fn(inputs, p, params)
+        finally:
+            torch.set_default_dtype(default)
+
+    run.__kcert_exact_casts__ = True
+    run.__doc__ = fn.__doc__
+    run.__name__ = getattr(fn, "__name__", "kernel")
+    run.__qualname__ = getattr(fn, "__qualname__", run.__name__)
+    run.__wrapped__ = fn
+    return run
+
+
+def _checked(fn, what):
+    """The variant as kcert calls it: under the exact policy, refused if it is not exact."""
+    def run(inputs, p, params):
+        if not p.is_exact:
+            return fn(inputs, p, params)
+        with _ExactOnly(what):
+            return fn(inputs, p, params)
+
+    return run
+
+
+def variant(family, name, *, params=None, description=None, version=None):
+    """Registers ``fn(inputs, p, params) -> Tensor`` as variant ``name`` of ``family``.
+
+    params: the variant's parameters and their defaults ({"eps": 1e-6}); a default's type
+    (bool, int, float, str, list of numbers) is the parameter's type, None makes it required.
+    version: recorded with every result; default ``python:FILE@sha256:<12 hex>`` of the
+    file that defines ``fn``, so a changed kernel file is a changed kernel version.
+    """
+    def register(fn):
+        if not callable(fn):
+            raise TypeError(f"kcert.variant({family!r}, {name!r}) decorates a callable, not {type(fn).__name__}")
+        source = inspect.getsourcefile(inspect.unwrap(fn)) or "<unknown>"
+        v = version
+        if v is None:
+            digest = _sha256(source)[:12] if os.path.isfile(source) else "unknown"
+            v = f"python:{os.path.basename(source)}@sha256:{digest}"
+        doc = description
+        if doc is None:
+            doc = (inspect.getdoc(fn) or f"Python variant {getattr(fn, '__qualname__', name)}").strip().splitlines()[0]
+        _variants.append((family, name, v, doc, f"python:{source}", dict(params or {}), _checked(fn, f"{family}/{name}")))
+        return fn
+
+    return register
+
+
+def _check_trusted(path):
+    """A Python file is code: the same rule as a plugin (docs/plugins.md). It and its folder
+    must belong to you or root and not be writable by group or others."""
+    for p, what in ((path, "file"), (os.path.dirname(path) or ".", "folder")):
+        st = os.stat(p)
+        if st.st_uid not in (0, os.geteuid()):
+            raise PermissionError(f"--python {path}: its {what} {p} belongs to uid {st.st_uid}, neither you nor root")
+        writable = st.st_mode & (stat.S_IWGRP | stat.S_IWOTH)
+        if writable and not (what == "folder" and st.st_mode & stat.S_ISVTX):
+            raise PermissionError(f"--python {path}: its {what} {p} is writable by its group or others")
+
+
+def _import_file(path):
+    path = os.path.realpath(path)
+    if not os.path.isfile(path):
+        raise FileNotFoundError(f"--python {path}: no such file")
+    _check_trusted(path)
+    name = "kcert_user_" + hashlib.sha256(path.encode()).hexdigest()[:12]
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    _files.append(path)
+
+
+def _split_python_files(argv):
+    files, rest = [], []
+    i = 0
+    while i < len(argv):
+        a = argv[i]
+        if a == "--python":
+            if i + 1 >= len(argv):
+                raise ValueError("--python needs a file")
+            files.append(argv[i + 1])
+            i += 2
+            continue
+        if a.startswith("--python="):
+            files.append(a[len("--python="):])
+        else:
+            rest.append(a)
+        i += 1
+    return files, rest
+
+
+def main(argv=None):
+    """kcert's command line with ``--python FILE`` (repeatable): imports each file, whose
+    ``@kcert.variant`` functions join the registry, then runs the rest as ``kcert`` would.
+    Returns the exit status."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    try:
+        files, rest = _split_python_files(argv)
+        for f in files:
+            _import_file(f)
+    except (OSError, ValueError) as e:  # PermissionError and FileNotFoundError are OSErrors
+        print(f"kcert: error: {e}", file=sys.stderr)
+        return 2
+    worker = [sys.executable, "-m", "kcert"]
+    for f in _files:
+        worker += ["--python", f]
+    # The kcert binary re-executes itself once to apply its thread policy before OpenMP loads;
+    # under Python, torch (and OpenMP) is already loaded: the policy is applied in-process.
+    os.environ.setdefault("KCERT_NO_REEXEC", "1")
+    return _C.main(["kcert"] + rest, worker, list(_variants))

@@ -1,0 +1,157 @@
+// kcert._C: kcert's command line and registry, for the `kcert` Python package
+// (python/kcert/__init__.py). Python is the process here ("extend, don't embed"): the package
+// imports torch, then this module, which links the same LibTorch (and libtorch_python for
+// torch's at::Tensor caster: tensors cross without a copy, autograd history included).
+//
+// A Python variant is a callable fn(inputs: dict[str, Tensor], p: Precision, params: dict)
+// -> Tensor registered into the same registry the C++ variants live in. The command line runs
+// with the GIL released; a Python variant takes it for its call only.
+#include <torch/csrc/DynamicTypes.h>
+#include <torch/csrc/autograd/python_variable.h>
+#include <torch/csrc/utils/pybind.h>
+
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "harness/cli/app.hpp"
+#include "harness/kernels/registry.hpp"
+#include "harness/numerics/precision.hpp"
+
+namespace py = pybind11;
+
+namespace {
+
+using kcert::kernels::KernelInputs;
+using kcert::kernels::ParamMap;
+using kcert::kernels::ParamSpec;
+using kcert::numerics::Precision;
+
+// A Python object owned from C++: the last copy may go in a thread that does not hold the GIL
+// (the registry is destroyed as the command line returns, GIL released), so its deleter takes it.
+std::shared_ptr<py::object> hold(py::object o) {
+  return std::shared_ptr<py::object>(new py::object(std::move(o)), [](py::object* p) {
+    py::gil_scoped_acquire gil;
+    delete p;
+  });
+}
+
+// A variant parameter declared from its Python default: bool, int, float, str or a list of
+// numbers (None: a required number).
+ParamSpec param_of(const std::string& name, const py::handle& d) {
+  namespace param = kcert::kernels::param;
+  if (d.is_none()) return param::number(name);
+  if (py::isinstance<py::bool_>(d)) return param::flag(name, d.cast<bool>());
+  if (py::isinstance<py::int_>(d)) return param::integer(name, d.cast<std::int64_t>());
+  if (py::isinstance<py::float_>(d)) return param::number(name, d.cast<double>());
+  if (py::isinstance<py::str>(d)) return param::text(name, d.cast<std::string>());
+  if (py::isinstance<py::list>(d) || py::isinstance<py::tuple>(d)) return param::number_list(name, d.cast<std::vector<double>>());
+  throw std::invalid_argument("parameter '" + name + "': its default must be a bool, int, float, str, a list of numbers or None, not " +
+                              py::str(py::type::of(d).attr("__name__")).cast<std::string>());
+}
+
+py::object python_value(const kcert::kernels::ParamValue& v) {
+  return std::visit([](const auto& x) { return py::object(py::cast(x)); }, v);
+}
+
+// What the Python side registered: (family, name, version, description, origin, params, fn).
+struct PythonVariant {
+  std::string family, name, version, description, origin;
+  std::vector<ParamSpec> params;
+  std::shared_ptr<py::object> fn;
+};
+
+kcert::kernels::KernelFn kernel_of(const PythonVariant& pv) {
+  const std::string what = pv.family + "/" + pv.name;
+  return [fn = pv.fn, what](const KernelInputs& in, const Precision& p, const ParamMap& params) -> torch::Tensor {
+    py::gil_scoped_acquire gil;
+    try {
+      py::dict inputs;
+      for (const auto& [name, t] : in.tensors()) inputs[py::str(name)] = py::cast(t);
+      py::dict prm;
+      for (const auto& [name, v] : params.values()) prm[py::str(name)] = python_value(v);
+      py::object out = (*fn)(inputs, py::cast(p), prm);
+      if (!THPVariable_Check(out.ptr())) {
+        throw std::runtime_error("Python variant " + what + " returned a " +
+                                 py::str(py::type::of(out).attr("__name__")).cast<std::string>() + ", not a torch.Tensor");
+      }
+      return out.cast<torch::Tensor>();
+    } catch (py::error_already_set& e) {
+      // SystemExit and KeyboardInterrupt included: a kernel's exception is its case's ERROR.
+      throw std::runtime_error("Python variant " + what + " raised " + e.what());
+    }
+  };
+}
+
+}  // namespace
+
+PYBIND11_MODULE(_C, m) {
+  m.doc() = "kcert's C++ core: the command line and the registry Python variants join";
+  m.attr("torch_version") = TORCH_VERSION;
+
+  py::class_<Precision>(m, "Precision",
+                        "The precision policy a variant computes under (docs/python.md): up() to the "
+                        "accumulation dtype, round_w() to the working dtype W; under the exact policy (the "
+                        "oracle, the algebra gate) both are exact fp64.")
+      .def("up", &Precision::up, "upcast to the accumulation dtype (fp32; fp64 under the exact policy)")
+      .def("round_w", &Precision::round_w, "round to the working dtype W, nearest-even (exact policy: fp64)")
+      .def("trunc_w", &Precision::trunc_w, "round toward zero to W (exact policy: fp64)")
+      .def("tf32", &Precision::tf32, "round an fp32 GEMM operand to TF32 (exact policy: fp64)")
+      .def("constant_w", &Precision::constant_w, "a constant as a kernel written in W would build it")
+      .def_property_readonly("is_exact", &Precision::is_exact)
+      .def_property_readonly("name", &Precision::name)
+      .def_property_readonly("working_dtype",
+                             [](const Precision& p) {
+                               return py::reinterpret_borrow<py::object>(
+                                   reinterpret_cast<PyObject*>(torch::getTHPDtype(p.working_dtype())));
+                             })
+      .def_property_readonly("compute_dtype",
+                             [](const Precision& p) {
+                               return py::reinterpret_borrow<py::object>(
+                                   reinterpret_cast<PyObject*>(torch::getTHPDtype(p.accumulation_dtype())));
+                             })
+      .def("__repr__", [](const Precision& p) { return "<kcert.Precision " + p.name() + ">"; });
+
+  m.def(
+      "main",
+      [](std::vector<std::string> args, std::vector<std::string> worker, py::list variants) {
+        std::vector<PythonVariant> pending;
+        for (const auto& item : variants) {
+          const auto t = item.cast<py::tuple>();
+          PythonVariant pv{t[0].cast<std::string>(), t[1].cast<std::string>(), t[2].cast<std::string>(),
+                           t[3].cast<std::string>(), t[4].cast<std::string>(), {}, hold(t[6].cast<py::object>())};
+          for (const auto& [k, v] : t[5].cast<py::dict>()) pv.params.push_back(param_of(k.cast<std::string>(), v));
+          pending.push_back(std::move(pv));
+        }
+        kcert::cli::FrontEnd front_end;
+        front_end.worker = std::move(worker);
+        front_end.default_isolation_process = "spawn";
+        front_end.extend = [&pending](kcert::kernels::Registry& registry) {
+          for (const auto& pv : pending) {
+            if (!registry.find_family(pv.family)) {
+              auto names = registry.family_names();
+              std::string known;
+              for (const auto& n : names) known += (known.empty() ? "" : ", ") + n;
+              throw std::invalid_argument(pv.origin + ": variant " + pv.name + " names family '" + pv.family +
+                                          "', which is not registered (families: " + known + ")");
+            }
+            kcert::kernels::Variant v{{pv.name, pv.version, pv.description, pv.params}, kernel_of(pv), {}, {}};
+            try {
+              registry.add_variant(pv.family, std::move(v));
+            } catch (const std::invalid_argument& e) {
+              throw std::invalid_argument(pv.origin + ": " + e.what());
+            }
+            registry.stamp_origin(pv.family, pv.name, pv.version, pv.origin);
+          }
+        };
+        std::vector<char*> argv;
+        for (auto& a : args) argv.push_back(a.data());
+        argv.push_back(nullptr);
+        py::gil_scoped_release release;  // Python variants take it back for their calls
+        return kcert::cli::run_command_line(static_cast<int>(args.size()), argv.data(), front_end);
+      },
+      py::arg("argv"), py::arg("worker"), py::arg("variants"),
+      "Runs kcert's command line (argv[0] is the program name) with the given Python variants; returns the exit status.");
+}

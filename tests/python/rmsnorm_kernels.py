@@ -1,0 +1,71 @@
+"""Python twins of three of kcert's C++ RMSNorm variants (harness/kernels/families/rmsnorm.cpp),
+op for op, so a case run with them must give the C++ results bit for bit; and kernels that
+misbehave, whose cases must each be an ERROR with its reason while the run goes on."""
+import sys
+
+import torch
+
+import kcert
+
+
+def inverse_rms(u, eps):
+    return torch.rsqrt(u.pow(2).mean(-1, keepdim=True) + eps)
+
+
+@kcert.variant("rmsnorm", "py_gemma", params={"eps": 1e-6})
+def gemma(inputs, p, params):
+    """Gemma zero-centred weight, gain (1 + w) in fp32 (the C++ `gemma`, in Python)"""
+    u = p.up(inputs["x"])
+    return p.round_w(u * inverse_rms(u, params["eps"]) * (1.0 + p.up(inputs["w"])))
+
+
+@kcert.variant("rmsnorm", "py_gemma_offset_in_w", params={"eps": 1e-6})
+def gemma_offset_in_w(inputs, p, params):
+    """Gemma gain (1 + w) rounded to W per channel (N1; the C++ `gemma_offset_in_w`, in Python)"""
+    u = p.up(inputs["x"])
+    gain = p.round_w(p.up(inputs["w"]) + 1.0)
+    return p.round_w(u * inverse_rms(u, params["eps"]) * p.up(gain))
+
+
+@kcert.variant("rmsnorm", "py_fused_weight_fp32", params={"eps": 1e-6})
+def fused_weight_fp32(inputs, p, params):
+    u = p.up(inputs["x"])
+    return p.round_w(u * inverse_rms(u, params["eps"]) * p.up(inputs["w"]))
+
+
+@kcert.variant("rmsnorm", "py_raises", params={"eps": 1e-6})
+def raises(inputs, p, params):
+    raise ValueError("this kernel was asked for eps=%g" % params["eps"])
+
+
+@kcert.variant("rmsnorm", "py_exits", params={"eps": 1e-6})
+def exits(inputs, p, params):
+    sys.exit(0)
+
+
+@kcert.variant("rmsnorm", "py_not_a_tensor", params={"eps": 1e-6})
+def not_a_tensor(inputs, p, params):
+    return 1.0
+
+
+# Hugging Face's LlamaRMSNorm.forward as transformers writes it (modeling_llama.py): its own
+# cast points, `.to(torch.float32)` and back to the input dtype.
+def hf_llama_rmsnorm(weight, hidden_states, eps):
+    input_dtype = hidden_states.dtype
+    hidden_states = hidden_states.to(torch.float32)
+    variance = hidden_states.pow(2).mean(-1, keepdim=True)
+    hidden_states = hidden_states * torch.rsqrt(variance + eps)
+    return weight * hidden_states.to(input_dtype)
+
+
+@kcert.variant("rmsnorm", "py_hf_llama_as_is", params={"eps": 1e-6})
+def hf_llama_as_is(inputs, p, params):
+    """LlamaRMSNorm's forward called as it is: under fp64 inputs it computes in fp32"""
+    return hf_llama_rmsnorm(inputs["w"], inputs["x"], params["eps"])
+
+
+@kcert.variant("rmsnorm", "py_hf_llama", params={"eps": 1e-6})
+@kcert.exact_casts
+def hf_llama(inputs, p, params):
+    """LlamaRMSNorm's forward, its casts promoted to fp64 under the exact policy"""
+    return hf_llama_rmsnorm(inputs["w"], inputs["x"], params["eps"])

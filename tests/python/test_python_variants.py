@@ -1,0 +1,153 @@
+"""Python variants through kcert's command line (issue 33, first slice), run by CTest with
+the build's Python: KCERT_BINARY is the C++ kcert, PYTHONPATH holds the built package."""
+import json
+import os
+import pathlib
+import re
+import subprocess
+import sys
+
+import pytest
+
+HERE = pathlib.Path(__file__).resolve().parent
+SOURCE = HERE.parent.parent
+KCERT = os.environ["KCERT_BINARY"]
+KERNELS = HERE / "rmsnorm_kernels.py"
+N1 = SOURCE / "testcases/negative/rmsnorm/n1_gemma_rmsnorm_offset_bf16.yaml"
+
+
+def python_kcert(*args, cwd=None):
+    return subprocess.run([sys.executable, "-m", "kcert", "--python", str(KERNELS), *map(str, args)],
+                          capture_output=True, text=True, cwd=cwd)
+
+
+def with_variants(text, reference, production):
+    text = re.sub(r"^reference: .*$", f"reference: {{variant: {reference}}}", text, flags=re.M)
+    return re.sub(r"^production: .*$", f"production: {{variant: {production}}}", text, flags=re.M)
+
+
+def comparable(document):
+    """The results without what names the kernels or times them."""
+    out = []
+    for r in document["results"]:
+        r = json.loads(json.dumps(r))
+        for key in ("runtime", "reference", "production", "source", "case_text"):
+            r.pop(key, None)
+        out.append(r)
+    return out
+
+
+def test_python_variants_join_the_registry():
+    r = python_kcert("list", "rmsnorm")
+    assert r.returncode == 0, r.stderr
+    for name in ("py_gemma", "py_gemma_offset_in_w", "py_fused_weight_fp32"):
+        assert name in r.stdout
+    assert "Gemma gain (1 + w) rounded to W per channel" in r.stdout  # the docstring's first line
+
+
+@pytest.mark.parametrize("isolation", ["none", "all"])
+def test_a_python_twin_gives_the_cpp_results_bit_for_bit(tmp_path, isolation):
+    # N1 at the smoke profile: the C++ pair with the kcert binary, the Python twins with
+    # python -m kcert, in process (none) and in spawned Python workers (all).
+    cpp_case = tmp_path / "cpp" / "n1.yaml"
+    py_case = tmp_path / "py" / "n1.yaml"
+    cpp_case.parent.mkdir()
+    py_case.parent.mkdir()
+    text = N1.read_text()
+    cpp_case.write_text(with_variants(text, "gemma", "gemma_offset_in_w"))
+    py_case.write_text(with_variants(text, "py_gemma", "py_gemma_offset_in_w"))
+    cpp = subprocess.run([KCERT, "run", str(cpp_case), "--profile", "smoke", "--quiet", "--brief",
+                          "--json", str(tmp_path / "cpp.json")], capture_output=True, text=True)
+    assert cpp.returncode == 1, cpp.stdout + cpp.stderr  # N1 FAILs the bias gate
+    py = python_kcert("--isolation", isolation, "run", py_case, "--profile", "smoke", "--quiet", "--brief",
+                      "--json", tmp_path / "py.json")
+    assert py.returncode == 1, py.stdout + py.stderr
+    a = json.loads((tmp_path / "cpp.json").read_text())
+    b = json.loads((tmp_path / "py.json").read_text())
+    assert b["results"][0]["verdict"] == "FAIL"
+    assert comparable(a) == comparable(b)
+    version = json.dumps(b["results"][0]["production"])
+    assert "python:rmsnorm_kernels.py@sha256:" in version  # the kernel file's hash is recorded
+
+
+def test_a_misbehaving_python_kernel_is_its_cases_error(tmp_path):
+    text = N1.read_text()
+    for name in ("py_raises", "py_exits", "py_not_a_tensor"):
+        case = with_variants(text, "py_gemma", name).replace("id: n1_gemma_rmsnorm_offset_bf16", f"id: case_{name}")
+        (tmp_path / f"{name}.yaml").write_text(case)
+    (tmp_path / "ok.yaml").write_text(with_variants(text, "gemma", "gemma_offset_in_w").replace(
+        "id: n1_gemma_rmsnorm_offset_bf16", "id: case_ok"))
+    r = python_kcert("run", tmp_path, "--profile", "smoke", "--quiet", "--brief", "--json", tmp_path / "out.json")
+    out = r.stdout + r.stderr
+    assert r.returncode == 2, out
+    document = json.loads((tmp_path / "out.json").read_text())
+    by_id = {res["id"]: res for res in document["results"]}
+    assert set(by_id) == {"case_py_raises", "case_py_exits", "case_py_not_a_tensor", "case_ok"}
+    errors = {i: json.dumps(res) for i, res in by_id.items()}
+    assert "this kernel was asked for eps=1e-06" in errors["case_py_raises"]
+    assert "SystemExit" in errors["case_py_exits"]
+    assert "returned a float, not a torch.Tensor" in errors["case_py_not_a_tensor"]
+    assert by_id["case_ok"]["verdict"] == "FAIL"  # N1's pair, run as usual
+    for name in ("py_raises", "py_exits", "py_not_a_tensor"):
+        assert by_id[f"case_{name}"]["verdict"] == "ERROR"
+
+
+def test_a_variant_of_an_unknown_family_is_refused(tmp_path):
+    bad = tmp_path / "bad.py"
+    bad.write_text("import kcert\n@kcert.variant('rmsnrom', 'x')\ndef f(i, p, q):\n    return i['x']\n")
+    r = subprocess.run([sys.executable, "-m", "kcert", "--python", str(bad), "list"], capture_output=True, text=True)
+    assert r.returncode == 2
+    assert "names family 'rmsnrom', which is not registered" in r.stderr
+    assert "rmsnorm" in r.stderr  # the families it could have meant
+
+
+def test_a_python_file_others_can_write_is_refused(tmp_path):
+    f = tmp_path / "k.py"
+    f.write_text("import kcert\n")
+    f.chmod(0o664)
+    r = subprocess.run([sys.executable, "-m", "kcert", "--python", str(f), "list"], capture_output=True, text=True)
+    assert r.returncode == 2
+    assert "writable by its group or others" in r.stderr
+    r = subprocess.run([sys.executable, "-m", "kcert", "--python", str(tmp_path / "none.py"), "list"],
+                       capture_output=True, text=True)
+    assert r.returncode == 2 and "no such file" in r.stderr
+
+
+N3 = SOURCE / "testcases/negative/rmsnorm/n3_rmsnorm_cast_before_weight.yaml"
+
+
+def test_hf_eager_code_wrapped_with_exact_casts_is_the_cpp_llama_reference(tmp_path):
+    # N3's reference is kcert's `llama` (HF LlamaRMSNorm's cast points, in C++). Transformers'
+    # own forward (verbatim in rmsnorm_kernels.py), wrapped with @kcert.exact_casts, must give
+    # the same results bit for bit: under bf16 its casts are the real ones, under the exact
+    # policy they are promoted to fp64. Default isolation: the Python case runs in a spawned worker.
+    cpp_case = tmp_path / "cpp" / "n3.yaml"
+    py_case = tmp_path / "py" / "n3.yaml"
+    cpp_case.parent.mkdir()
+    py_case.parent.mkdir()
+    text = N3.read_text()
+    cpp_case.write_text(with_variants(text, "llama", "fused_weight_fp32"))
+    py_case.write_text(with_variants(text, "py_hf_llama", "fused_weight_fp32"))
+    cpp = subprocess.run([KCERT, "run", str(cpp_case), "--profile", "smoke", "--quiet", "--brief",
+                          "--json", str(tmp_path / "cpp.json")], capture_output=True, text=True)
+    py = python_kcert("run", py_case, "--profile", "smoke", "--quiet", "--brief", "--json", tmp_path / "py.json")
+    assert cpp.returncode == py.returncode, cpp.stdout + cpp.stderr + py.stdout + py.stderr
+    a = json.loads((tmp_path / "cpp.json").read_text())
+    b = json.loads((tmp_path / "py.json").read_text())
+    assert b["results"][0]["verdict"] != "ERROR", json.dumps(b["results"][0])[:2000]
+    assert comparable(a) == comparable(b)
+
+
+def test_hf_eager_code_as_it_is_is_refused_as_an_oracle(tmp_path):
+    # The oracle trap: LlamaRMSNorm's `.to(torch.float32)` computes in fp32 on fp64 inputs and
+    # casts back, so the fp64 output hides it. The case is an ERROR that names the line.
+    case = tmp_path / "n3.yaml"
+    case.write_text(with_variants(N3.read_text(), "py_hf_llama_as_is", "fused_weight_fp32"))
+    r = python_kcert("run", case, "--profile", "smoke", "--quiet", "--brief", "--json", tmp_path / "out.json")
+    assert r.returncode == 2, r.stdout + r.stderr
+    result = json.loads((tmp_path / "out.json").read_text())["results"][0]
+    assert result["verdict"] == "ERROR"
+    text = json.dumps(result)
+    assert "variant rmsnorm/py_hf_llama_as_is is not exact under the exact policy" in text
+    assert "rmsnorm_kernels.py:" in text and "hidden_states.to(torch.float32)" in text
+    assert "@kcert.exact_casts" in text
