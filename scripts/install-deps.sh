@@ -66,6 +66,8 @@ else
   # differ by machine); the wheel's Python ABI follows it. python3-pip asks PyPI for the
   # newest release before the venv exists.
   PACKAGES+=(python3-venv python3-pip)
+  # The Python module is built for the venv's Python (Debian's python3): its headers.
+  PACKAGES+=(python3-dev)
   # A PyPI torch is a CUDA build whose CMake config needs the CUDA toolkit: say so before a
   # 5 GB download rather than at configure time. (Debian has no CUDA 13 toolkit package; this
   # project's machines and CI come with /usr/local/cuda.)
@@ -146,6 +148,11 @@ PY
   # (bin/python is a link to /usr/bin/python3), which is all kcert uses.
   touch "$venv/.complete"
   echo "install-deps: torch $version installed in $(( $(date +%s) - start )) s, $(du -sh "$venv" | cut -f1) on disk"
+fi
+# The Python module's tests (tests/python) run under pytest, in the venv whose torch the module
+# is built against.
+if ((tests)) && ! "$venv/bin/python" -c "import pytest" 2>/dev/null; then
+  "$venv/bin/python" -m pip install -q --no-warn-script-location pytest
 fi
 echo "$venv" > "$home/torch/selected"
 echo "install-deps: LibTorch from PyPI torch $version ($venv)"

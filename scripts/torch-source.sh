@@ -40,6 +40,9 @@ print(torch.utils.cmake_prefix_path, int(torch._C._GLIBCXX_USE_CXX11_ABI), torch
   # installed they would otherwise find /usr/lib's libtorch.so (CMakeLists.txt checks).
   prefix=$(dirname "$(dirname "$prefix")")
   KCERT_TORCH_CMAKE_ARGS=(-DCMAKE_PREFIX_PATH="$prefix")
+  # The Python module (python/CMakeLists.txt) is built for the venv's Python, whose torch is
+  # this LibTorch.
+  KCERT_TORCH_CMAKE_ARGS+=(-DKCERT_PYTHON_EXECUTABLE="$py")
   if [[ $cuda != - ]]; then
     local nvcc
     nvcc=$(command -v nvcc || ls /usr/local/cuda/bin/nvcc 2>/dev/null || true)

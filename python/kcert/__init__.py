@@ -33,7 +33,12 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from . import _C
 
-__all__ = ["variant", "exact_casts", "main", "Precision"]
+# The kcert binary re-executes itself once to apply its thread policy before OpenMP and
+# OpenBLAS load (harness/numerics/process_policy.cpp); here the process is Python, torch is
+# loaded, and re-executing /proc/self/exe would replace the interpreter: never.
+os.environ["KCERT_NO_REEXEC"] = "1"
+
+__all__ = ["variant", "exact_casts", "certify", "Certification", "KcertError", "main", "Precision"]
 
 Precision = _C.Precision
 
@@ -231,7 +236,7 @@ def main(argv=None):
     worker = [sys.executable, "-m", "kcert"]
     for f in _files:
         worker += ["--python", f]
-    # The kcert binary re-executes itself once to apply its thread policy before OpenMP loads;
-    # under Python, torch (and OpenMP) is already loaded: the policy is applied in-process.
-    os.environ.setdefault("KCERT_NO_REEXEC", "1")
     return _C.main(["kcert"] + rest, worker, list(_variants))
+
+
+from ._certify import Certification, KcertError, certify  # noqa: E402  (uses the names above)
