@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <map>
 #include <mutex>
+#include <vector>
 
 namespace kcert::kernels {
 
@@ -107,6 +108,15 @@ LoadedPlugin load_plugin(const std::string& path, Registry& registry) {
   // RTLD_LOCAL keeps two plugins' symbols apart; the handle is never closed because the
   // registered kernels' code lives in it.
   void* handle = ::dlopen(fd_path.c_str(), RTLD_NOW | RTLD_LOCAL);
+  // The loader knows the library by the name it was opened by, /proc/self/fd/N. Closed, N
+  // would be the next plugin's fd, and dlopen of the same name returns the library already
+  // loaded: the second of two plugins was the first one again (issue 53, item 4). The fd of a
+  // loaded plugin therefore stays open, and the next plugin's name differs.
+  if (handle) {
+    static std::vector<int> loaded_plugin_fds;
+    loaded_plugin_fds.push_back(opened.file);
+    opened.file = -1;
+  }
   if (!handle) {
     const char* err = ::dlerror();
     std::string why = err ? err : "unknown error";

@@ -5,7 +5,7 @@
 # must be an ERROR with its reason, every other case must run, the report must be written and
 # the nightly must exit 2. Then: a case run in a child gives the same result as in process,
 # and plugin files are checked on the file that is loaded.
-#   test_plugin_isolation.sh KCERT HOSTILE_PLUGIN_SO SOURCE_DIR [fork|spawn]
+#   test_plugin_isolation.sh KCERT HOSTILE_PLUGIN_SO SOURCE_DIR [fork|spawn] [SECOND_PLUGIN_SO]
 # The fourth argument is how the children are made (--isolation-process, issue 51): the
 # nightly of step 1 must read the same under both.
 set -euo pipefail
@@ -13,6 +13,7 @@ KCERT=$1
 PLUGIN_SO=$2
 SRC=$3
 PROCESS=${4:-fork}
+SECOND_SO=${5:-}
 WORK=$(mktemp -d /tmp/kcert-plugin-isolation.XXXXXX)
 trap "" EXIT
 fail() { echo "FAIL: $*" >&2; exit 1; }
@@ -216,4 +217,19 @@ touch "$WORK/race/stop"
 wait "$racer" || true
 echo "race: $loaded loads, $refused refusals in $((loaded + refused)) tries"
 [[ ! -e $WORK/race/ran ]] || fail "a library swapped in after the trust check was loaded (its constructor ran)"
+# 6. Two plugins at once (issue 53, item 4): each loaded from its own checked fd, the second
+# was dlopen'ed by the fd path the first had used, and glibc returned the first library.
+if [[ -n $SECOND_SO ]]; then
+  cp "$SECOND_SO" "$WORK/plugins/second.so"
+  chmod 0644 "$WORK/plugins/second.so"
+  KCERT_PLUGINS="$WORK/plugins/hostile.so:$WORK/plugins/second.so" "$KCERT" list rmsnorm >"$WORK/two.txt" 2>&1 ||
+    fail "two plugins in KCERT_PLUGINS: $(cat "$WORK/two.txt")"
+  expect_contains "$(cat "$WORK/two.txt")" "hostile_ok"
+  expect_contains "$(cat "$WORK/two.txt")" "second_ok"
+  expect_contains "$(cat "$WORK/two.txt")" "second_kernels@2.0.0"
+  "$KCERT" --plugin "$WORK/plugins/second.so" --plugin "$WORK/plugins/hostile.so" list rmsnorm >"$WORK/two.txt" 2>&1 ||
+    fail "two --plugin options: $(cat "$WORK/two.txt")"
+  expect_contains "$(cat "$WORK/two.txt")" "hostile_kernels@1.0.0"
+  echo "two plugins: both loaded"
+fi
 echo "plugin isolation: all checks passed"

@@ -69,3 +69,43 @@ def hf_llama_as_is(inputs, p, params):
 def hf_llama(inputs, p, params):
     """LlamaRMSNorm's forward, its casts promoted to fp64 under the exact policy"""
     return hf_llama_rmsnorm(inputs["w"], inputs["x"], params["eps"])
+
+
+# Backward: kcert's gradient of a variant is autograd through it (or the autograd.Function's
+# own backward). The twins of the C++ `llama` and `llama_recip_sqrt`, the first as a
+# torch.autograd.Function whose backward recomputes the forward under autograd.
+def llama_forward(x, w, eps, p):
+    u = p.up(x)
+    h = p.round_w(u * inverse_rms(u, eps))
+    return p.round_w(p.up(w) * p.up(h))
+
+
+class LlamaRMSNormFunction(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, w, eps, p):
+        ctx.save_for_backward(x, w)
+        ctx.eps, ctx.p = eps, p
+        return llama_forward(x, w, eps, p)
+
+    @staticmethod
+    def backward(ctx, dy):
+        x, w = ctx.saved_tensors
+        with torch.enable_grad():
+            x_, w_ = x.detach().requires_grad_(x.requires_grad), w.detach().requires_grad_(w.requires_grad)
+            y = llama_forward(x_, w_, ctx.eps, ctx.p)
+            wrt = [t for t in (x_, w_) if t.requires_grad]
+            grads = iter(torch.autograd.grad(y, wrt, dy))
+        return (next(grads) if x.requires_grad else None, next(grads) if w.requires_grad else None, None, None)
+
+
+@kcert.variant("rmsnorm", "py_llama_function", params={"eps": 1e-6})
+def llama_function(inputs, p, params):
+    """HF LlamaRMSNorm cast points as a torch.autograd.Function (backward by recomputation)"""
+    return LlamaRMSNormFunction.apply(inputs["x"], inputs["w"], params["eps"], p)
+
+
+@kcert.variant("rmsnorm", "py_llama_recip_sqrt", params={"eps": 1e-6})
+def llama_recip_sqrt(inputs, p, params):
+    u = p.up(inputs["x"])
+    h = p.round_w(u / torch.sqrt(u.pow(2).mean(-1, keepdim=True) + params["eps"]))
+    return p.round_w(p.up(inputs["w"]) * p.up(h))

@@ -151,3 +151,30 @@ def test_hf_eager_code_as_it_is_is_refused_as_an_oracle(tmp_path):
     assert "variant rmsnorm/py_hf_llama_as_is is not exact under the exact policy" in text
     assert "rmsnorm_kernels.py:" in text and "hidden_states.to(torch.float32)" in text
     assert "@kcert.exact_casts" in text
+
+
+RW16 = SOURCE / "testcases/positive/rmsnorm/rw_rmsnorm_rsqrt_vs_recip_sqrt.yaml"
+
+
+def test_backward_through_a_python_autograd_function_gives_the_cpp_gradients(tmp_path):
+    # rw_rmsnorm_rsqrt_vs_recip_sqrt certifies both directions: the forward and, through
+    # autograd, the gradients dx and dw. The reference is a torch.autograd.Function whose
+    # backward kcert's C++ autograd calls (taking the GIL); every figure must match C++.
+    cpp_case = tmp_path / "cpp" / "rw16.yaml"
+    py_case = tmp_path / "py" / "rw16.yaml"
+    cpp_case.parent.mkdir()
+    py_case.parent.mkdir()
+    text = RW16.read_text()
+    cpp_case.write_text(text)
+    py_case.write_text(with_variants(text, "py_llama_function", "py_llama_recip_sqrt"))
+    cpp = subprocess.run([KCERT, "run", str(cpp_case), "--profile", "smoke", "--quiet", "--brief",
+                          "--json", str(tmp_path / "cpp.json")], capture_output=True, text=True)
+    py = python_kcert("--isolation", "none", "run", py_case, "--profile", "smoke", "--quiet", "--brief",
+                      "--json", tmp_path / "py.json")
+    assert cpp.returncode == 0, cpp.stdout + cpp.stderr
+    assert py.returncode == 0, py.stdout + py.stderr
+    a = json.loads((tmp_path / "cpp.json").read_text())
+    b = json.loads((tmp_path / "py.json").read_text())
+    assert [r["id"] for r in b["results"]] == ["rw_rmsnorm_rsqrt_vs_recip_sqrt", "rw_rmsnorm_rsqrt_vs_recip_sqrt@backward"]
+    assert b["results"][1]["backward"] is not None
+    assert comparable(a) == comparable(b)
