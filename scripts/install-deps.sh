@@ -151,8 +151,9 @@ PY
 fi
 # The Python module's tests (tests/python) run under pytest, in the venv whose torch the module
 # is built against.
-if ((tests)) && ! "$venv/bin/python" -c "import pytest" 2>/dev/null; then
-  "$venv/bin/python" -m pip install -q --no-warn-script-location pytest
+# NumPy only quiets torch's import warning ("Failed to initialize NumPy") in the tests' output.
+if ((tests)) && ! "$venv/bin/python" -c "import pytest, numpy" 2>/dev/null; then
+  "$venv/bin/python" -m pip install -q --no-warn-script-location pytest numpy
 fi
 echo "$venv" > "$home/torch/selected"
 echo "install-deps: LibTorch from PyPI torch $version ($venv)"

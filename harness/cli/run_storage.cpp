@@ -1,5 +1,6 @@
 #include "harness/cli/run_storage.hpp"
 
+#include "harness/cli/build_info.hpp"
 #include "harness/cli/exit_codes.hpp"
 #include "harness/store/environment.hpp"
 
@@ -19,7 +20,7 @@ RunStorage::RunStorage(const StorageOptions& o) : wanted_db_(o.db) {
   run_->run_id = o.run_id.empty() ? store::new_run_id() : o.run_id;
   run_->started_at = store::utc_now_iso();
   run_->kcert_version = KCERT_VERSION;
-  run_->git_revision = KCERT_GIT_REVISION;
+  run_->git_revision = kGitRevision;
   run_->profile = o.profile;
   run_->shard_index = o.shard_index;
   run_->shard_count = o.shard_count;

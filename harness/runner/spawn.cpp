@@ -70,8 +70,9 @@ engine::CaseResult run_case_spawned(const contract::TestCase& tc, const kernels:
     throw std::runtime_error(std::string("cannot create a pipe for the worker: ") + std::strerror(err));
   }
   const std::string threads = std::to_string(at::get_num_threads());
+  // argv[0] stays the program's path: a Python worker finds its venv (and so its torch)
+  // from it; named "kcert", a venv's python ran as the system Python and imported another torch.
   std::vector<std::string> args = worker;
-  args.front() = "kcert";  // the program's name as it sees it; the path stays worker.front()
   for (const char* a : {"--threads", threads.c_str(), "worker"}) args.emplace_back(a);
   std::vector<char*> argv;
   for (auto& a : args) argv.push_back(a.data());

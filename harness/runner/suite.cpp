@@ -58,6 +58,18 @@ std::string unavailable_reason(const contract::TestCase& tc, const kernels::Regi
   }
   return why;
 }
+// Whether a case's kernels come from Python (`python -m kcert --python FILE`, whose variants'
+// origin is "python:FILE"): its reasons then say "Python kernel", not "plugin kernel".
+bool python_kernels(const contract::TestCase& tc, const kernels::Registry& registry) {
+  const auto* family = registry.find_family(tc.family);
+  if (!family) return false;
+  for (const auto* k : {&tc.reference, &tc.production}) {
+    const auto it = family->variants.find(k->variant);
+    if (it != family->variants.end() && it->second.schema.origin.rfind("python:", 0) == 0) return true;
+  }
+  return false;
+}
+
 }  // namespace
 
 std::vector<contract::TestCase> load_cases(const std::vector<std::string>& given_paths, kernels::Registry& registry,
@@ -197,7 +209,7 @@ std::vector<engine::CaseResult> run_cases(const std::vector<contract::TestCase>&
       if (isolate) {
         engine::IsolationOptions io;
         io.deadline_seconds = policy.isolation.deadline_seconds;
-        io.who = from_plugin ? "plugin kernel" : "case";
+        io.who = !from_plugin ? "case" : python_kernels(cases[i], registry) ? "Python kernel" : "plugin kernel";
         results.push_back(policy.isolation.process == Isolation::Process::spawn
                               ? run_case_spawned(cases[i], registry, options, io, policy.isolation.worker)
                               : engine::run_case_isolated(cases[i], registry, options, io));

@@ -109,3 +109,9 @@ def llama_recip_sqrt(inputs, p, params):
     u = p.up(inputs["x"])
     h = p.round_w(u / torch.sqrt(u.pow(2).mean(-1, keepdim=True) + params["eps"]))
     return p.round_w(p.up(inputs["w"]) * p.up(h))
+
+
+@kcert.variant("rmsnorm", "py_segfault", params={"eps": 1e-6})
+def segfault(inputs, p, params):
+    import ctypes
+    return ctypes.string_at(0)  # reads address 0: SIGSEGV in the interpreter

@@ -72,7 +72,7 @@ def test_a_python_twin_gives_the_cpp_results_bit_for_bit(tmp_path, isolation):
 
 def test_a_misbehaving_python_kernel_is_its_cases_error(tmp_path):
     text = N1.read_text()
-    for name in ("py_raises", "py_exits", "py_not_a_tensor"):
+    for name in ("py_raises", "py_exits", "py_not_a_tensor", "py_segfault"):
         case = with_variants(text, "py_gemma", name).replace("id: n1_gemma_rmsnorm_offset_bf16", f"id: case_{name}")
         (tmp_path / f"{name}.yaml").write_text(case)
     (tmp_path / "ok.yaml").write_text(with_variants(text, "gemma", "gemma_offset_in_w").replace(
@@ -82,13 +82,15 @@ def test_a_misbehaving_python_kernel_is_its_cases_error(tmp_path):
     assert r.returncode == 2, out
     document = json.loads((tmp_path / "out.json").read_text())
     by_id = {res["id"]: res for res in document["results"]}
-    assert set(by_id) == {"case_py_raises", "case_py_exits", "case_py_not_a_tensor", "case_ok"}
+    assert set(by_id) == {"case_py_raises", "case_py_exits", "case_py_not_a_tensor", "case_py_segfault", "case_ok"}
     errors = {i: json.dumps(res) for i, res in by_id.items()}
     assert "this kernel was asked for eps=1e-06" in errors["case_py_raises"]
     assert "SystemExit" in errors["case_py_exits"]
     assert "returned a float, not a torch.Tensor" in errors["case_py_not_a_tensor"]
+    # A crash of the interpreter is the spawned worker's, and the reason says whose kernel.
+    assert "Python kernel killed by SIGSEGV" in errors["case_py_segfault"]
     assert by_id["case_ok"]["verdict"] == "FAIL"  # N1's pair, run as usual
-    for name in ("py_raises", "py_exits", "py_not_a_tensor"):
+    for name in ("py_raises", "py_exits", "py_not_a_tensor", "py_segfault"):
         assert by_id[f"case_{name}"]["verdict"] == "ERROR"
 
 
