@@ -88,7 +88,10 @@ class _ExactOnly(TorchDispatchMode):
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         out = func(*args, **(kwargs or {}))
-        low = [d for d in _floating_dtypes(out) if d in _LOW_PRECISION]
+        # Ops on floating data only: a factory (a module's torch.ones(n) parameter, made in the
+        # default dtype and then moved to fp64) computes nothing from the inputs.
+        computes = any(d is not None for d in _floating_dtypes(list(args) + list((kwargs or {}).values())))
+        low = [d for d in _floating_dtypes(out) if d in _LOW_PRECISION] if computes else []
         if low:
             raise RuntimeError(
                 f"variant {self.what} is not exact under the exact policy (the fp64 oracle and the algebra gate): "
