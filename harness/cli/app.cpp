@@ -11,6 +11,7 @@
 #include "harness/cli/db_commands.hpp"
 #include "harness/cli/environment_command.hpp"
 #include "harness/cli/exit_codes.hpp"
+#include "harness/cli/flag_checks.hpp"
 #include "harness/cli/khat_reader.hpp"
 #include "harness/cli/html_report.hpp"
 #include "harness/cli/list_command.hpp"
@@ -72,7 +73,7 @@ int run_command_line(int argc, char** argv, const FrontEnd& front_end) {
   double case_deadline = 3600.0;
   app.add_option("--case-deadline", case_deadline,
                  "seconds a case in a child process may run before its process group is killed and the case is ERROR")
-      ->check(CLI::Range(0.001, 1e7))
+      ->check(number_in(0.001, 1e7, "0.001 <= seconds <= 1e7"))
       ->capture_default_str();
 
   std::string isolation_process = front_end.default_isolation_process;

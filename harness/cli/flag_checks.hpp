@@ -5,7 +5,10 @@
 // what was given, and exits 2 like any bad input.
 #include <CLI/CLI.hpp>
 
+#include <algorithm>
+#include <cctype>
 #include <charconv>
+#include <cmath>
 #include <cstdint>
 #include <string>
 
@@ -38,6 +41,35 @@ inline CLI::Validator replicate_count() {
 // --seed: as probe.seed, an integer >= 0.
 inline CLI::Validator seed_value() {
   return integer_in(0, INT64_MAX, "an integer >= 0 (as probe.seed)");
+}
+
+// A number in [lo, hi]: finite, where CLI11's Range lets NaN through (every comparison with
+// NaN is false), and `--case-deadline nan` disabled the deadline (issue 53, item 9).
+inline CLI::Validator number_in(double lo, double hi, std::string bounds_in_words) {
+  return CLI::Validator(
+      [lo, hi, bounds_in_words](std::string& s) -> std::string {
+        double v = 0;
+        const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+        if (ec != std::errc() || end != s.data() + s.size() || s.empty()) return "expected a number, got '" + s + "'";
+        if (!std::isfinite(v) || v < lo || v > hi) return "expected " + bounds_in_words + ", got " + s;
+        return "";
+      },
+      "NUMBER");
+}
+
+// --run-id: it becomes a folder name (reports/RUN_ID), a spool file name and text in the
+// report: a '/' or '..' would leave the state folder (`kcert run --run-id ../../x` wrote its
+// spool outside it: issue 53, item 9), a newline broke gnuplot's quoting.
+inline CLI::Validator run_id_check() {
+  return CLI::Validator(
+      [](const std::string& id) -> std::string {
+        const bool plain = !id.empty() && id.size() <= 128 && std::isalnum(static_cast<unsigned char>(id[0])) &&
+                           std::all_of(id.begin(), id.end(), [](char c) {
+                             return std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == '.';
+                           });
+        return plain ? std::string() : "a run id is 1-128 characters of [A-Za-z0-9._-], starting with a letter or digit";
+      },
+      "RUN_ID");
 }
 
 }  // namespace kcert::cli

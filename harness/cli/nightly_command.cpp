@@ -279,23 +279,12 @@ void register_nightly_command(CLI::App& app, kernels::Registry& registry, const 
   cmd->add_option("--filter", o->filters, "regular expression on control id or family (repeatable; any match)")
       ->allow_extra_args(false);
   cmd->add_option("--shard", o->shard, "run part K of N (1-based), e.g. 2/4");
-  // A run id becomes a folder name (reports/RUN_ID), a spool file name and text in the report:
-  // a '/' or '..' would leave the state folder, a newline broke gnuplot's quoting.
-  const auto run_id_check = CLI::Validator(
-      [](const std::string& id) -> std::string {
-        const bool plain = !id.empty() && id.size() <= 128 && std::isalnum(static_cast<unsigned char>(id[0])) &&
-                           std::all_of(id.begin(), id.end(), [](char c) {
-                             return std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == '.';
-                           });
-        return plain ? std::string() : "a run id is 1-128 characters of [A-Za-z0-9._-], starting with a letter or digit";
-      },
-      "RUN_ID");
-  cmd->add_option("--run-id", o->run_id, "run id (required with --shard N > 1; default: a new one)")->check(run_id_check);
+  cmd->add_option("--run-id", o->run_id, "run id (required with --shard N > 1; default: a new one)")->check(run_id_check());
   cmd->add_option("--report", o->report_dir, "report folder (default $KCERT_HOME/reports/RUN_ID; KCERT_HOME defaults to .kcert)");
   cmd->add_option("--spool", o->spool_dir, "folder for the spool file (default $KCERT_HOME/spool)");
   cmd->add_option("--junit", o->junit, "also write JUnit XML: one testcase per control, failing when it misses its expectation");
   cmd->add_option("--finish", o->finish, "print the merged table and report of a (sharded) run from the database")
-      ->check(run_id_check);
+      ->check(run_id_check());
   cmd->add_option("--replicates", o->replicates, "override R for every control (2 to 2^20)")->check(replicate_count());
   cmd->add_option("--device", o->device, "where kernels run")->check(CLI::IsMember({"cpu", "cuda"}))->capture_default_str();
   cmd->add_flag("--no-db", o->no_db, "spool only; table and report from this process's results, no comparison");

@@ -133,7 +133,8 @@ void register_run_command(CLI::App& app, kernels::Registry& registry, const runn
   cmd->add_flag("--expect", o->expect, "exit 1 when a case's verdicts differ from its YAML expectation");
   cmd->add_flag("--db", o->db, "store results in PostgreSQL (KCERT_DB or PG* variables), spooling each first");
   cmd->add_option("--spool", o->spool, "spool file (default with --db: $KCERT_HOME/spool/RUN_ID.jsonl; KCERT_HOME defaults to .kcert)");
-  cmd->add_option("--run-id", o->run_id, "run id to record (default: a new one); shards of one run share it");
+  cmd->add_option("--run-id", o->run_id, "run id to record (default: a new one); shards of one run share it")
+      ->check(run_id_check());
   cmd->callback([o, &registry, &policy]() {
     const auto cases = load_cases(o->paths, registry, o->profile, policy);
     engine::RunOptions options;
