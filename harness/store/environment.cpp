@@ -161,6 +161,17 @@ std::string describe_environment(const Environment& env) {
     for (const auto& l : env.details.at("cpu_bf16_gemm_in_bf16")) bf16_gemm += (bf16_gemm.empty() ? "" : ", ") + l.get<std::string>();
     if (!bf16_gemm.empty()) bf16_gemm = ", CPU bf16 GEMM accumulating in bf16 (" + bf16_gemm + ")";
   }
+  // "Python 3.11.2 (torch 2.15.0; transformers 5.25.0)": what the Python module recorded.
+  std::string python;
+  if (id.contains("front_end") && id.at("front_end").is_object()) {
+    const auto& fe = id.at("front_end");
+    const auto text = [&](const char* k) { return fe.contains(k) && fe.at(k).is_string() ? fe.at(k).get<std::string>() : std::string(); };
+    std::string modules;
+    if (fe.contains("modules") && fe.at("modules").is_object())
+      for (const auto& [name, version] : fe.at("modules").items())
+        modules += "; " + name + " " + (version.is_string() ? version.get<std::string>() : version.dump());
+    python = ", Python " + text("python") + " (torch " + text("torch") + modules + ")";
+  }
   return get("cpu_model") + " (" + get("arch") + (flags.empty() ? "" : "; " + flags) + "), " +
          (gpu.empty() || gpu == "none" ? std::string("no GPU") : "GPU " + gpu) + ", LibTorch " + get("torch_version") +
          (get("torch_cpu_capability").empty() ? "" : " (CPU capability " + get("torch_cpu_capability") + ")") +
@@ -169,11 +180,20 @@ std::string describe_environment(const Environment& env) {
                                                  ", cuDNN " + get("cudnn") + ", driver " + get("gpu_driver") + ")") +
          ", BLAS " + blas +
          (get("blas_core").empty() ? "" : " (core " + get("blas_core") + ", threads " + get("blas_threads") + ")") +
-         bf16_gemm + ", " +
+         bf16_gemm + python + ", " +
          get("os") + ", kcert built with " + get("kcert_compiler") + " [" + env.fingerprint + "]";
 }
 
 std::string fingerprint_of(const nlohmann::json& identity) { return sha256_hex(identity.dump()).substr(0, 16); }
+
+namespace {
+nlohmann::json& front_end_description() {
+  static nlohmann::json description;
+  return description;
+}
+}  // namespace
+
+void set_front_end(nlohmann::json description) { front_end_description() = std::move(description); }
 
 Environment detect_environment() {
   Environment env;
@@ -207,6 +227,7 @@ Environment detect_environment() {
   id["gpu"] = gpu.empty() ? "none" : gpu;
   // Only where a GPU can run kernels, so a CPU machine's fingerprint is what it always was.
   if (numerics::cuda_available()) add_gpu_identity(id, gpu);
+  if (!front_end_description().is_null()) id["front_end"] = front_end_description();
   if (const char* path = std::getenv("KCERT_ENVIRONMENT_FILE")) {
     std::ifstream in(path);
     if (!in) throw std::runtime_error(std::string("KCERT_ENVIRONMENT_FILE: cannot open ") + path);

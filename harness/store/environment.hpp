@@ -15,6 +15,13 @@ struct Environment {
   std::string fingerprint;  // first 16 hex digits of sha256(identity)
 };
 
+// What a front end other than the kcert binary brings into this process's environment: the
+// Python module records its interpreter, torch and the modules its kernel files imported, and
+// each file's sha256 (a transformers release is part of what a reference kernel computes).
+// Process-wide, like the thread policy; detect_environment() puts it in the identity under
+// "front_end" (absent for the kcert binary, whose fingerprints stay what they were).
+void set_front_end(nlohmann::json description);
+
 // Detects this process's environment. When KCERT_ENVIRONMENT_FILE names a JSON object, its
 // fields override or extend the identity (to describe a container image, or to simulate
 // another machine in tests).

@@ -42,6 +42,10 @@ __all__ = ["variant", "exact_casts", "certify", "Certification", "KcertError", "
 
 Precision = _C.Precision
 
+# What was imported before any kernel file: the modules imported after it are the kernels'
+# (transformers, liger_kernel, ...), and their versions go into the environment.
+_MODULES_AT_IMPORT = set(sys.modules)
+
 _variants = []  # (family, name, version, description, origin, params, fn), in registration order
 _files = []  # the --python files imported, in order, for the spawned workers
 
@@ -224,6 +228,33 @@ def _split_python_files(argv):
     return files, rest
 
 
+def _environment(files):
+    """The front end's part of the environment identity (harness/store/environment.hpp), as
+    JSON text, when Python kernels take part; "" otherwise (a run of C++ variants keeps the
+    kcert binary's fingerprint)."""
+    import json
+    import platform
+    if not _variants and not files:
+        return ""
+    stdlib = getattr(sys, "stdlib_module_names", frozenset())
+    modules = {}
+    for name in sorted(set(sys.modules) - _MODULES_AT_IMPORT):
+        if "." in name or name.startswith(("_", "kcert")) or name in stdlib:
+            continue
+        version = getattr(sys.modules[name], "__version__", None)
+        if isinstance(version, str):
+            modules[name] = version
+    hashes = {}
+    for f in files:
+        if os.path.isfile(f):
+            key = os.path.basename(f)
+            while key in hashes:
+                key += "'"
+            hashes[key] = _sha256(f)
+    return json.dumps({"python": platform.python_version(), "torch": torch.__version__.split("+")[0],
+                       "modules": modules, "files": hashes})
+
+
 def main(argv=None):
     """kcert's command line with ``--python FILE`` (repeatable): imports each file, whose
     ``@kcert.variant`` functions join the registry, then runs the rest as ``kcert`` would.
@@ -239,7 +270,7 @@ def main(argv=None):
     worker = [sys.executable, "-m", "kcert"]
     for f in _files:
         worker += ["--python", f]
-    return _C.main(["kcert"] + rest, worker, list(_variants))
+    return _C.main(["kcert"] + rest, worker, list(_variants), _environment(_files))
 
 
 from ._certify import Certification, KcertError, certify  # noqa: E402  (uses the names above)

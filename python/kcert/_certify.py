@@ -74,7 +74,7 @@ def certify(*, family, reference, production, probe=None, buckets=None, replicat
     The case runs in this process (a kernel that crashes the process takes the test with it:
     the command line's spawned workers are the isolated route).
     """
-    from . import _variants
+    from . import _environment, _files, _variants
     extra = []
     ref_name, ref_params = _kernel("reference", reference, family, extra)
     prod_name, prod_params = _kernel("production", production, family, extra)
@@ -109,7 +109,8 @@ def certify(*, family, reference, production, probe=None, buckets=None, replicat
             argv += ["--replicates", str(int(replicates))]
         if profile is not None:
             argv += ["--profile", profile]
-        code, said = _captured(lambda: _C.main(argv, [], list(_variants) + extra))
+        sources = list(_files) + [v[4][len("python:"):] for v in extra]
+        code, said = _captured(lambda: _C.main(argv, [], list(_variants) + extra, _environment(sources) if extra or _variants else ""))
         if not os.path.exists(out):
             raise KcertError(f"kcert could not run the case (exit {code}):\n{said.strip()}\ncase: {text}")
         with open(out) as f:

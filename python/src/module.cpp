@@ -19,6 +19,7 @@
 #include "harness/cli/app.hpp"
 #include "harness/kernels/registry.hpp"
 #include "harness/numerics/precision.hpp"
+#include "harness/store/environment.hpp"
 
 namespace py = pybind11;
 
@@ -116,7 +117,9 @@ PYBIND11_MODULE(_C, m) {
 
   m.def(
       "main",
-      [](std::vector<std::string> args, std::vector<std::string> worker, py::list variants) {
+      [](std::vector<std::string> args, std::vector<std::string> worker, py::list variants, std::string environment) {
+        // The front end's part of the environment identity (store/environment.hpp), as JSON text.
+        if (!environment.empty()) kcert::store::set_front_end(nlohmann::json::parse(environment));
         std::vector<PythonVariant> pending;
         for (const auto& item : variants) {
           const auto t = item.cast<py::tuple>();
@@ -152,6 +155,6 @@ PYBIND11_MODULE(_C, m) {
         py::gil_scoped_release release;  // Python variants take it back for their calls
         return kcert::cli::run_command_line(static_cast<int>(args.size()), argv.data(), front_end);
       },
-      py::arg("argv"), py::arg("worker"), py::arg("variants"),
+      py::arg("argv"), py::arg("worker"), py::arg("variants"), py::arg("environment") = std::string(),
       "Runs kcert's command line (argv[0] is the program name) with the given Python variants; returns the exit status.");
 }

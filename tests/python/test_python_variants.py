@@ -180,3 +180,21 @@ def test_backward_through_a_python_autograd_function_gives_the_cpp_gradients(tmp
     assert [r["id"] for r in b["results"]] == ["rw_rmsnorm_rsqrt_vs_recip_sqrt", "rw_rmsnorm_rsqrt_vs_recip_sqrt@backward"]
     assert b["results"][1]["backward"] is not None
     assert comparable(a) == comparable(b)
+
+
+def test_the_environment_records_python_torch_and_the_kernel_files(tmp_path):
+    import hashlib
+    import platform
+    import torch
+    r = python_kcert("environment", "--json")
+    assert r.returncode == 0, r.stderr
+    front_end = json.loads(r.stdout)["identity"]["front_end"]
+    assert front_end["python"] == platform.python_version()
+    assert front_end["torch"] == torch.__version__.split("+")[0]
+    assert front_end["files"] == {"rmsnorm_kernels.py": hashlib.sha256(KERNELS.read_bytes()).hexdigest()}
+    # The kcert binary's environment has no front end, so its fingerprint is what it was.
+    plain = json.loads(subprocess.run([KCERT, "environment", "--json"], capture_output=True, text=True).stdout)
+    assert "front_end" not in plain["identity"]
+    assert json.loads(r.stdout)["fingerprint"] != plain["fingerprint"]
+    words = python_kcert("environment").stdout
+    assert f"Python {platform.python_version()} (torch " in words

@@ -90,3 +90,11 @@ def test_llama_rmsnorm_as_it_is_is_refused_as_an_oracle(tmp_path):
     text = json.dumps(json.loads((tmp_path / "out.json").read_text())["results"][0])
     assert "is not exact under the exact policy" in text
     assert "modeling_llama.py" in text and "hidden_states.to(torch.float32)" in text
+
+
+def test_the_environment_records_the_transformers_release():
+    r = kcert_py("environment", "--json")
+    assert r.returncode == 0, r.stderr
+    front_end = json.loads(r.stdout)["identity"]["front_end"]
+    assert front_end["modules"]["transformers"] == transformers.__version__
+    assert "hf_rmsnorm.py" in front_end["files"]
