@@ -14,6 +14,8 @@ SOURCE = HERE.parent.parent
 KCERT = os.environ["KCERT_BINARY"]
 KERNELS = HERE / "rmsnorm_kernels.py"
 N1 = SOURCE / "testcases/negative/rmsnorm/n1_gemma_rmsnorm_offset_bf16.yaml"
+N3 = SOURCE / "testcases/negative/rmsnorm/n3_rmsnorm_cast_before_weight.yaml"
+RW16 = SOURCE / "testcases/positive/rmsnorm/rw_rmsnorm_rsqrt_vs_recip_sqrt.yaml"
 
 
 def python_kcert(*args, cwd=None):
@@ -37,6 +39,28 @@ def comparable(document):
     return out
 
 
+def cpp_and_python(tmp_path, control, cpp_pair, py_pair, *python_args, python_file=KERNELS):
+    """`control` at its smoke profile twice: with the C++ pair through the kcert binary, and with
+    the Python pair through `python -m kcert --python python_file PYTHON_ARGS... run`.
+    Returns the two processes and the two results documents."""
+    text = control.read_text()
+    runs = []
+    for name, pair, command in (("cpp", cpp_pair, [KCERT]),
+                                ("py", py_pair, [sys.executable, "-m", "kcert", "--python", str(python_file),
+                                                 *map(str, python_args)])):
+        case = tmp_path / name / control.name
+        case.parent.mkdir()
+        case.write_text(with_variants(text, *pair))
+        out = tmp_path / f"{name}.json"
+        p = subprocess.run([*command, "run", str(case), "--profile", "smoke", "--quiet", "--brief", "--json", str(out)],
+                           capture_output=True, text=True)
+        runs.append((p, json.loads(out.read_text()) if out.exists() else None))
+    (cpp, a), (py, b) = runs
+    assert a is not None, cpp.stdout + cpp.stderr
+    assert b is not None, py.stdout + py.stderr
+    return cpp, py, a, b
+
+
 def test_python_variants_join_the_registry():
     r = python_kcert("list", "rmsnorm")
     assert r.returncode == 0, r.stderr
@@ -49,21 +73,10 @@ def test_python_variants_join_the_registry():
 def test_a_python_twin_gives_the_cpp_results_bit_for_bit(tmp_path, isolation):
     # N1 at the smoke profile: the C++ pair with the kcert binary, the Python twins with
     # python -m kcert, in process (none) and in spawned Python workers (all).
-    cpp_case = tmp_path / "cpp" / "n1.yaml"
-    py_case = tmp_path / "py" / "n1.yaml"
-    cpp_case.parent.mkdir()
-    py_case.parent.mkdir()
-    text = N1.read_text()
-    cpp_case.write_text(with_variants(text, "gemma", "gemma_offset_in_w"))
-    py_case.write_text(with_variants(text, "py_gemma", "py_gemma_offset_in_w"))
-    cpp = subprocess.run([KCERT, "run", str(cpp_case), "--profile", "smoke", "--quiet", "--brief",
-                          "--json", str(tmp_path / "cpp.json")], capture_output=True, text=True)
+    cpp, py, a, b = cpp_and_python(tmp_path, N1, ("gemma", "gemma_offset_in_w"), ("py_gemma", "py_gemma_offset_in_w"),
+                                   "--isolation", isolation)
     assert cpp.returncode == 1, cpp.stdout + cpp.stderr  # N1 FAILs the bias gate
-    py = python_kcert("--isolation", isolation, "run", py_case, "--profile", "smoke", "--quiet", "--brief",
-                      "--json", tmp_path / "py.json")
     assert py.returncode == 1, py.stdout + py.stderr
-    a = json.loads((tmp_path / "cpp.json").read_text())
-    b = json.loads((tmp_path / "py.json").read_text())
     assert b["results"][0]["verdict"] == "FAIL"
     assert comparable(a) == comparable(b)
     version = json.dumps(b["results"][0]["production"])
@@ -115,27 +128,14 @@ def test_a_python_file_others_can_write_is_refused(tmp_path):
     assert r.returncode == 2 and "no such file" in r.stderr
 
 
-N3 = SOURCE / "testcases/negative/rmsnorm/n3_rmsnorm_cast_before_weight.yaml"
-
 
 def test_hf_eager_code_wrapped_with_exact_casts_is_the_cpp_llama_reference(tmp_path):
     # N3's reference is kcert's `llama` (HF LlamaRMSNorm's cast points, in C++). Transformers'
     # own forward (verbatim in rmsnorm_kernels.py), wrapped with @kcert.exact_casts, must give
     # the same results bit for bit: under bf16 its casts are the real ones, under the exact
     # policy they are promoted to fp64. Default isolation: the Python case runs in a spawned worker.
-    cpp_case = tmp_path / "cpp" / "n3.yaml"
-    py_case = tmp_path / "py" / "n3.yaml"
-    cpp_case.parent.mkdir()
-    py_case.parent.mkdir()
-    text = N3.read_text()
-    cpp_case.write_text(with_variants(text, "llama", "fused_weight_fp32"))
-    py_case.write_text(with_variants(text, "py_hf_llama", "fused_weight_fp32"))
-    cpp = subprocess.run([KCERT, "run", str(cpp_case), "--profile", "smoke", "--quiet", "--brief",
-                          "--json", str(tmp_path / "cpp.json")], capture_output=True, text=True)
-    py = python_kcert("run", py_case, "--profile", "smoke", "--quiet", "--brief", "--json", tmp_path / "py.json")
+    cpp, py, a, b = cpp_and_python(tmp_path, N3, ("llama", "fused_weight_fp32"), ("py_hf_llama", "fused_weight_fp32"))
     assert cpp.returncode == py.returncode, cpp.stdout + cpp.stderr + py.stdout + py.stderr
-    a = json.loads((tmp_path / "cpp.json").read_text())
-    b = json.loads((tmp_path / "py.json").read_text())
     assert b["results"][0]["verdict"] != "ERROR", json.dumps(b["results"][0])[:2000]
     assert comparable(a) == comparable(b)
 
@@ -155,28 +155,15 @@ def test_hf_eager_code_as_it_is_is_refused_as_an_oracle(tmp_path):
     assert "@kcert.exact_casts" in text
 
 
-RW16 = SOURCE / "testcases/positive/rmsnorm/rw_rmsnorm_rsqrt_vs_recip_sqrt.yaml"
-
 
 def test_backward_through_a_python_autograd_function_gives_the_cpp_gradients(tmp_path):
     # rw_rmsnorm_rsqrt_vs_recip_sqrt certifies both directions: the forward and, through
     # autograd, the gradients dx and dw. The reference is a torch.autograd.Function whose
     # backward kcert's C++ autograd calls (taking the GIL); every figure must match C++.
-    cpp_case = tmp_path / "cpp" / "rw16.yaml"
-    py_case = tmp_path / "py" / "rw16.yaml"
-    cpp_case.parent.mkdir()
-    py_case.parent.mkdir()
-    text = RW16.read_text()
-    cpp_case.write_text(text)
-    py_case.write_text(with_variants(text, "py_llama_function", "py_llama_recip_sqrt"))
-    cpp = subprocess.run([KCERT, "run", str(cpp_case), "--profile", "smoke", "--quiet", "--brief",
-                          "--json", str(tmp_path / "cpp.json")], capture_output=True, text=True)
-    py = python_kcert("--isolation", "none", "run", py_case, "--profile", "smoke", "--quiet", "--brief",
-                      "--json", tmp_path / "py.json")
+    cpp, py, a, b = cpp_and_python(tmp_path, RW16, ("llama", "llama_recip_sqrt"),
+                                   ("py_llama_function", "py_llama_recip_sqrt"), "--isolation", "none")
     assert cpp.returncode == 0, cpp.stdout + cpp.stderr
     assert py.returncode == 0, py.stdout + py.stderr
-    a = json.loads((tmp_path / "cpp.json").read_text())
-    b = json.loads((tmp_path / "py.json").read_text())
     assert [r["id"] for r in b["results"]] == ["rw_rmsnorm_rsqrt_vs_recip_sqrt", "rw_rmsnorm_rsqrt_vs_recip_sqrt@backward"]
     assert b["results"][1]["backward"] is not None
     assert comparable(a) == comparable(b)

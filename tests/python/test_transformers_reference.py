@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from test_python_variants import KCERT, SOURCE, comparable, with_variants
+from test_python_variants import SOURCE, comparable, cpp_and_python, with_variants
 
 transformers = pytest.importorskip("transformers")
 
@@ -22,21 +22,11 @@ def kcert_py(*args):
 
 
 def same_results(tmp_path, control, cpp_pair, py_pair, directions=None):
-    """The control with the C++ pair (kcert binary) and with the Python pair (python -m kcert);
+    """The control with the C++ pair and with the Python pair (examples/python/hf_rmsnorm.py);
     `directions`: how many of the results (forward first) must agree, default all."""
-    (tmp_path / "cpp").mkdir()
-    (tmp_path / "py").mkdir()
-    text = (CONTROLS / control).read_text()
-    (tmp_path / "cpp/case.yaml").write_text(with_variants(text, *cpp_pair))
-    (tmp_path / "py/case.yaml").write_text(with_variants(text, *py_pair))
-    cpp = subprocess.run([KCERT, "run", str(tmp_path / "cpp/case.yaml"), "--profile", "smoke", "--quiet", "--brief",
-                          "--json", str(tmp_path / "cpp.json")], capture_output=True, text=True)
-    py = kcert_py("run", tmp_path / "py/case.yaml", "--profile", "smoke", "--quiet", "--brief",
-                  "--json", tmp_path / "py.json")
+    cpp, py, a, b = cpp_and_python(tmp_path, CONTROLS / control, cpp_pair, py_pair, python_file=HF)
     if directions is None:
         assert cpp.returncode == py.returncode, cpp.stdout + cpp.stderr + py.stdout + py.stderr
-    a = json.loads((tmp_path / "cpp.json").read_text())
-    b = json.loads((tmp_path / "py.json").read_text())
     for r in b["results"]:
         assert r["verdict"] != "ERROR", json.dumps(r)[:3000]
     assert comparable(a)[:directions] == comparable(b)[:directions]
