@@ -29,6 +29,27 @@ mkdir -p "$WORK/elsewhere"
 expect_contains "$(cat "$WORK/n.txt")" "using the installed controls in $WORK/prefix/share/kcert/testcases"
 grep -q '"id": "n1_gemma_rmsnorm_offset_bf16"' "$WORK/elsewhere/r/results.json" || fail "installed controls did not run"
 
+# 0b. Where the build has the Python module, the installed package imports from the prefix,
+# with the prefix's libkcert (its RUNPATH), and runs kcert's command line (docs/python.md).
+PYTHON=$(sed -n 's/^KCERT_PYTHON_INTERPRETER:[A-Z]*=//p' "$BUILD/CMakeCache.txt")
+if [[ -n $PYTHON && -d $BUILD/python/kcert ]]; then
+  module=$(find "$WORK/prefix" -path '*/kcert/_C.*.so' | head -1)
+  [[ -n $module ]] || fail "the Python module was not installed"
+  site=$(dirname "$(dirname "$module")")
+  (cd "$WORK/elsewhere" && PYTHONPATH=$site "$PYTHON" - "$WORK/prefix" <<'PY') || fail "the installed Python package"
+import sys
+import kcert
+prefix = sys.argv[1]
+assert kcert.__file__.startswith(prefix), kcert.__file__
+maps = open("/proc/self/maps").read()
+libkcert = {line.split()[-1] for line in maps.splitlines() if "libkcert.so" in line}
+assert libkcert and all(p.startswith(prefix) for p in libkcert), libkcert
+PY
+  out=$(cd "$WORK/elsewhere" && PYTHONPATH=$site "$PYTHON" -m kcert list rmsnorm 2>&1) || fail "python -m kcert list: $out"
+  expect_contains "$out" "gemma_offset_in_w"
+  echo "installed Python package: $site"
+fi
+
 # 1. Its correct variant passes and its defective one is flagged, as the YAML expects.
 "$KCERT" --plugin "$PLUGIN" run "$SRC/examples/plugin/cases" --expect --quiet --brief --json "$WORK/r.json" >"$WORK/out.txt" \
   || fail "cases did not meet their expectations: $(cat "$WORK/out.txt")"
