@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "harness/cli/exit_codes.hpp"
+#include "harness/cli/flag_checks.hpp"
 #include "harness/store/postgres.hpp"
 #include "harness/store/spool.hpp"
 
@@ -123,7 +124,7 @@ void register_db_commands(CLI::App& app) {
   hist->add_option("case", h->q.case_id, "test-case id")->required();
   hist->add_option("--env", h->q.environment, "only this environment fingerprint");
   hist->add_option("--hardware", h->q.hardware, "only environments whose CPU model or GPU name contains this");
-  hist->add_option("--since", h->q.since, "only runs started at or after this date (YYYY-MM-DD)");
+  hist->add_option("--since", h->q.since, "only runs started at or after this date (YYYY-MM-DD)")->check(calendar_date());
   hist->add_option("--format", h->format, "table, json or csv")->check(CLI::IsMember({"table", "json", "csv"}))->capture_default_str();
   hist->callback([h]() {
     auto s = connect();

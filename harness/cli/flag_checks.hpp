@@ -72,4 +72,28 @@ inline CLI::Validator run_id_check() {
       "RUN_ID");
 }
 
+// --since: a calendar date YYYY-MM-DD (history's bound on a run's start). A bad one reached
+// PostgreSQL and came back as "history query failed: ... invalid input syntax for type
+// timestamp" (issue 32, item 5); refused here, before any connection.
+inline CLI::Validator calendar_date() {
+  return CLI::Validator(
+      [](const std::string& s) -> std::string {
+        const auto bad = "expected a date YYYY-MM-DD, got '" + s + "'";
+        if (s.size() != 10 || s[4] != '-' || s[7] != '-') return bad;
+        int parts[3] = {0, 0, 0};
+        const int at[3][2] = {{0, 4}, {5, 2}, {8, 2}};
+        for (int i = 0; i < 3; ++i) {
+          const char* b = s.data() + at[i][0];
+          const auto [end, ec] = std::from_chars(b, b + at[i][1], parts[i]);
+          if (ec != std::errc() || end != b + at[i][1]) return bad;
+        }
+        const int y = parts[0], m = parts[1], d = parts[2];
+        const bool leap = (y % 4 == 0 && y % 100 != 0) || y % 400 == 0;
+        const int days[12] = {31, leap ? 29 : 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31};
+        if (y < 1 || m < 1 || m > 12 || d < 1 || d > days[m - 1]) return "no such date: '" + s + "' (YYYY-MM-DD)";
+        return "";
+      },
+      "YYYY-MM-DD");
+}
+
 }  // namespace kcert::cli
