@@ -1,8 +1,6 @@
 #include "harness/cli/html_report.hpp"
 
 #include <fcntl.h>
-#include <pthread.h>
-#include <signal.h>
 #include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -22,6 +20,7 @@
 #include "harness/cli/exit_codes.hpp"
 #include "harness/cli/khat_reader.hpp"
 #include "harness/cli/report.hpp"
+#include "harness/engine/isolated.hpp"
 #include "eval/falsifiability.hpp"
 #include "harness/stats/format.hpp"
 #include "harness/stats/gpd.hpp"
@@ -185,30 +184,9 @@ bool run_gnuplot(const fs::path& dir, const std::string& script, std::string& wh
                        : "gnuplot could not be started in " + folder + ": " + std::strerror(rc);
     return false;
   }
-  // A gnuplot that dies early must not take kcert with it: SIGPIPE is blocked while writing
-  // (EPIPE then ends the write; its exit status says why) and a pending one is consumed.
-  sigset_t pipe_set, old_set;
-  sigemptyset(&pipe_set);
-  sigaddset(&pipe_set, SIGPIPE);
-  pthread_sigmask(SIG_BLOCK, &pipe_set, &old_set);
-  const std::string text = script + "\nexit\n";
-  bool broken = false;
-  for (std::size_t done = 0; done < text.size();) {
-    const auto n = ::write(in[1], text.data() + done, text.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      broken = true;
-      break;
-    }
-    done += static_cast<std::size_t>(n);
-  }
+  // A gnuplot that dies early must not take kcert with it (its exit status says why).
+  engine::write_all_ignoring_sigpipe(in[1], script + "\nexit\n");
   ::close(in[1]);
-  if (broken) {
-    const timespec none{0, 0};
-    while (sigtimedwait(&pipe_set, nullptr, &none) == SIGPIPE) {
-    }
-  }
-  pthread_sigmask(SIG_SETMASK, &old_set, nullptr);
   int status = 0;
   while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
   }

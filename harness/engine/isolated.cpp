@@ -103,18 +103,38 @@ bool write_message(int fd, const std::string& message) {
   return true;
 }
 
-bool kernels_from_plugin(const contract::TestCase& tc, const kernels::Registry& registry) {
+bool write_all_ignoring_sigpipe(int fd, const std::string& text) {
+  sigset_t pipe_set, old_set;
+  sigemptyset(&pipe_set);
+  sigaddset(&pipe_set, SIGPIPE);
+  pthread_sigmask(SIG_BLOCK, &pipe_set, &old_set);
+  const bool ok = write_message(fd, text);
+  if (!ok) {
+    const timespec none{0, 0};
+    while (sigtimedwait(&pipe_set, nullptr, &none) == SIGPIPE) {
+    }
+  }
+  pthread_sigmask(SIG_SETMASK, &old_set, nullptr);
+  return ok;
+}
+
+bool any_kernel_from(const contract::TestCase& tc, const kernels::Registry& registry,
+                     const std::function<bool(const std::string& origin)>& matches) {
   const auto* family = registry.find_family(tc.family);
   if (!family) return false;
-  const auto from_plugin = [&](const contract::KernelChoice& k) {
+  const auto from = [&](const contract::KernelChoice& k) {
     const auto it = family->variants.find(k.variant);
-    return it != family->variants.end() && it->second.schema.origin != "builtin";
+    return it != family->variants.end() && matches(it->second.schema.origin);
   };
-  if (from_plugin(tc.reference) || from_plugin(tc.production)) return true;
+  if (from(tc.reference) || from(tc.production)) return true;
   for (const auto& s : tc.sweep) {
-    if (s.testcase && kernels_from_plugin(*s.testcase, registry)) return true;
+    if (s.testcase && any_kernel_from(*s.testcase, registry, matches)) return true;
   }
   return false;
+}
+
+bool kernels_from_plugin(const contract::TestCase& tc, const kernels::Registry& registry) {
+  return any_kernel_from(tc, registry, [](const std::string& origin) { return origin != "builtin"; });
 }
 
 CaseResult run_case_isolated(const contract::TestCase& tc, const kernels::Registry& registry, const RunOptions& options,

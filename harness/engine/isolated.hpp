@@ -15,6 +15,7 @@
 #include <sys/types.h>
 
 #include <chrono>
+#include <functional>
 #include <stdexcept>
 #include <string>
 
@@ -35,7 +36,12 @@ class CaseAborted : public std::runtime_error {
 };
 
 // Whether a kernel the case runs (reference or production, of the case or of a sweep
-// setting) comes from a plugin rather than from kcert.
+// setting) has an origin (VariantSchema::origin: "builtin", a plugin's name, "python:FILE")
+// for which `matches` is true.
+bool any_kernel_from(const contract::TestCase& tc, const kernels::Registry& registry,
+                     const std::function<bool(const std::string& origin)>& matches);
+
+// ... comes from a plugin (or a Python file) rather than from kcert.
 bool kernels_from_plugin(const contract::TestCase& tc, const kernels::Registry& registry);
 
 // run_case in a forked child. Returns the child's result (its test case from as_run);
@@ -54,6 +60,10 @@ std::string case_message(const contract::TestCase& tc, const kernels::Registry& 
 std::string error_message(const std::string& what);
 // writes it whole to fd (false on an error: the parent then reads an incomplete message);
 bool write_message(int fd, const std::string& message);
+// The same, to a process that may die before reading it all (a spawned worker, gnuplot): SIGPIPE
+// is blocked meanwhile, so the write ends with EPIPE (false; the reader's exit status says why)
+// instead of killing this process, and a pending SIGPIPE is consumed.
+bool write_all_ignoring_sigpipe(int fd, const std::string& text);
 // and, in the parent, the child `pid` (leader of its own process group) read to its end on
 // `fd` (closed here) and reaped under the deadline counted from `start`: its result, or
 // CaseAborted with the reason, as run_case_isolated.

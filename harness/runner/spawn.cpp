@@ -38,23 +38,6 @@ nlohmann::json request(const contract::TestCase& tc, const kernels::Registry& re
   return r;
 }
 
-// Writes all of `text` to fd; SIGPIPE is blocked meanwhile so that a worker that died before
-// reading ends the write with EPIPE (its exit status then says why), not this process.
-bool write_all_blocking_sigpipe(int fd, const std::string& text) {
-  sigset_t pipe_set, old_set;
-  sigemptyset(&pipe_set);
-  sigaddset(&pipe_set, SIGPIPE);
-  pthread_sigmask(SIG_BLOCK, &pipe_set, &old_set);
-  const bool ok = engine::write_message(fd, text);
-  if (!ok) {
-    const timespec none{0, 0};
-    while (sigtimedwait(&pipe_set, nullptr, &none) == SIGPIPE) {
-    }
-  }
-  pthread_sigmask(SIG_SETMASK, &old_set, nullptr);
-  return ok;
-}
-
 }  // namespace
 
 engine::CaseResult run_case_spawned(const contract::TestCase& tc, const kernels::Registry& registry,
@@ -99,7 +82,7 @@ engine::CaseResult run_case_spawned(const contract::TestCase& tc, const kernels:
     ::close(out[0]);
     throw std::runtime_error("cannot start the worker " + worker.front() + ": " + std::strerror(rc));
   }
-  write_all_blocking_sigpipe(in[1], request(tc, registry, options).dump());
+  engine::write_all_ignoring_sigpipe(in[1], request(tc, registry, options).dump());
   ::close(in[1]);
   return engine::collect_case(pid, out[0], start, tc, options, isolation);
 }

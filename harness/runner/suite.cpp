@@ -61,13 +61,7 @@ std::string unavailable_reason(const contract::TestCase& tc, const kernels::Regi
 // Whether a case's kernels come from Python (`python -m kcert --python FILE`, whose variants'
 // origin is "python:FILE"): its reasons then say "Python kernel", not "plugin kernel".
 bool python_kernels(const contract::TestCase& tc, const kernels::Registry& registry) {
-  const auto* family = registry.find_family(tc.family);
-  if (!family) return false;
-  for (const auto* k : {&tc.reference, &tc.production}) {
-    const auto it = family->variants.find(k->variant);
-    if (it != family->variants.end() && it->second.schema.origin.rfind("python:", 0) == 0) return true;
-  }
-  return false;
+  return engine::any_kernel_from(tc, registry, [](const std::string& origin) { return origin.rfind("python:", 0) == 0; });
 }
 
 }  // namespace

@@ -21,6 +21,8 @@ Cases whose kernels come from Python run in a spawned ``python -m kcert`` worker
 (``--isolation plugins``): a crash, ``sys.exit()`` or hang there is that case's ERROR.
 docs/python.md has the rest.
 """
+import contextlib
+import functools
 import hashlib
 import importlib.util
 import inspect
@@ -117,6 +119,31 @@ class _PromoteCasts(TorchDispatchMode):
         return func(*args, **kwargs)
 
 
+def _when_exact(fn, context):
+    """fn as kcert calls it: unchanged under the working policy, inside `context()` under the
+    exact one (the fp64 oracle and the algebra gate)."""
+    @functools.wraps(fn)
+    def run(inputs, p, params):
+        if not p.is_exact:
+            return fn(inputs, p, params)
+        with context():
+            return fn(inputs, p, params)
+
+    return run
+
+
+@contextlib.contextmanager
+def _promoted_casts():
+    # Tensors made without a dtype (a module's parameters, torch.ones(n)) take the default.
+    default = torch.get_default_dtype()
+    torch.set_default_dtype(torch.float64)
+    try:
+        with _PromoteCasts():
+            yield
+    finally:
+        torch.set_default_dtype(default)
+
+
 def exact_casts(fn):
     """Wraps an eager kernel that writes its own casts (`.float()`, `.to(torch.float32)`,
     `x.to(input_dtype)`: Hugging Face's modules) so that under the exact policy every cast to a
@@ -128,35 +155,23 @@ def exact_casts(fn):
         def hf_llama(inputs, p, params):
             return hf_module(inputs["x"])   # LlamaRMSNorm's forward, as transformers has it
     """
-    def run(inputs, p, params):
-        if not p.is_exact:
-            return fn(inputs, p, params)
-        # Tensors made without a dtype (a module's parameters, torch.ones(n)) take the default.
-        default = torch.get_default_dtype()
-        torch.set_default_dtype(torch.float64)
-        try:
-            with _PromoteCasts():
-                return fn(inputs, p, params)
-        finally:
-            torch.set_default_dtype(default)
-
-    run.__kcert_exact_casts__ = True
-    run.__doc__ = fn.__doc__
-    run.__name__ = getattr(fn, "__name__", "kernel")
-    run.__qualname__ = getattr(fn, "__qualname__", run.__name__)
-    run.__wrapped__ = fn
-    return run
+    return _when_exact(fn, _promoted_casts)
 
 
-def _checked(fn, what):
-    """The variant as kcert calls it: under the exact policy, refused if it is not exact."""
-    def run(inputs, p, params):
-        if not p.is_exact:
-            return fn(inputs, p, params)
-        with _ExactOnly(what):
-            return fn(inputs, p, params)
-
-    return run
+def _entry(family, name, fn, params=None, description=None, version=None):
+    """A Python variant as kcert._C.main takes it: (family, name, version, description,
+    origin, params, fn), fn refused under the exact policy where it is not exact.
+    version: default ``python:FILE@sha256:<12 hex>`` of the file that defines fn;
+    description: default the first line of its docstring."""
+    source = inspect.getsourcefile(inspect.unwrap(fn)) or "<unknown>"
+    if version is None:
+        digest = _sha256(source)[:12] if os.path.isfile(source) else "unknown"
+        version = f"python:{os.path.basename(source)}@sha256:{digest}"
+    if description is None:
+        description = (inspect.getdoc(fn) or f"Python variant {getattr(fn, '__qualname__', name)}").strip().splitlines()[0]
+    what = f"{family}/{name}"
+    return (family, name, version, description, f"python:{source}", dict(params or {}),
+            _when_exact(fn, lambda: _ExactOnly(what)))
 
 
 def variant(family, name, *, params=None, description=None, version=None):
@@ -170,15 +185,7 @@ def variant(family, name, *, params=None, description=None, version=None):
     def register(fn):
         if not callable(fn):
             raise TypeError(f"kcert.variant({family!r}, {name!r}) decorates a callable, not {type(fn).__name__}")
-        source = inspect.getsourcefile(inspect.unwrap(fn)) or "<unknown>"
-        v = version
-        if v is None:
-            digest = _sha256(source)[:12] if os.path.isfile(source) else "unknown"
-            v = f"python:{os.path.basename(source)}@sha256:{digest}"
-        doc = description
-        if doc is None:
-            doc = (inspect.getdoc(fn) or f"Python variant {getattr(fn, '__qualname__', name)}").strip().splitlines()[0]
-        _variants.append((family, name, v, doc, f"python:{source}", dict(params or {}), _checked(fn, f"{family}/{name}")))
+        _variants.append(_entry(family, name, fn, params, description, version))
         return fn
 
     return register

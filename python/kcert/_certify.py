@@ -30,12 +30,11 @@ def _kernel(role, kernel, family, extra):
         return kernel, dict(params)
     if not callable(kernel):
         raise TypeError(f"{role} must be a variant name, a callable or (either, params), not {type(kernel).__name__}")
-    from . import _checked  # the exact-policy check every Python variant runs under
+    from . import _entry  # what @kcert.variant registers, with the exact-policy check
     name = _variant_name(role, kernel)
     source = inspect.getsourcefile(inspect.unwrap(kernel)) or "<unknown>"
     doc = (inspect.getdoc(kernel) or f"{role} given to kcert.certify").strip().splitlines()[0]
-    extra.append((family, name, f"python:{os.path.basename(source)}:{kernel.__qualname__}", doc, f"python:{source}",
-                  dict(params), _checked(kernel, f"{family}/{name}")))
+    extra.append(_entry(family, name, kernel, params, doc, f"python:{os.path.basename(source)}:{kernel.__qualname__}"))
     return name, dict(params)
 
 
@@ -109,8 +108,9 @@ def certify(*, family, reference, production, probe=None, buckets=None, replicat
             argv += ["--replicates", str(int(replicates))]
         if profile is not None:
             argv += ["--profile", profile]
-        sources = list(_files) + [v[4][len("python:"):] for v in extra]
-        code, said = _captured(lambda: _C.main(argv, [], list(_variants) + extra, _environment(sources) if extra or _variants else ""))
+        # The kernel files: those of --python, and those defining the callables (origin "python:FILE").
+        sources = list(_files) + [origin[len("python:"):] for _, _, _, _, origin, _, _ in extra]
+        code, said = _captured(lambda: _C.main(argv, [], list(_variants) + extra, _environment(sources)))
         if not os.path.exists(out):
             raise KcertError(f"kcert could not run the case (exit {code}):\n{said.strip()}\ncase: {text}")
         with open(out) as f:
