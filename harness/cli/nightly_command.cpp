@@ -285,7 +285,7 @@ void register_nightly_command(CLI::App& app, kernels::Registry& registry, const 
   cmd->add_option("--junit", o->junit, "also write JUnit XML: one testcase per control, failing when it misses its expectation");
   cmd->add_option("--finish", o->finish, "print the merged table and report of a (sharded) run from the database")
       ->check(run_id_check());
-  cmd->add_option("--replicates", o->replicates, "override R for every control (2 to 2^20)")->check(replicate_count());
+  cmd->add_option("--replicates", o->replicates, "override R for every control (3 to 2^20)")->check(replicate_count());
   cmd->add_option("--device", o->device, "where kernels run")->check(CLI::IsMember({"cpu", "cuda"}))->capture_default_str();
   cmd->add_flag("--no-db", o->no_db, "spool only; table and report from this process's results, no comparison");
   cmd->add_flag("--quiet", o->quiet, "no progress lines, no console table (the report is still written)");

@@ -120,7 +120,7 @@ void register_run_command(CLI::App& app, kernels::Registry& registry, const runn
   cmd->add_option("--json", o->json_path, "also write the results as JSON to this file (docs/results.md)");
   cmd->add_option("--junit", o->junit_path, "also write JUnit XML: one testcase per case, failing when it misses its "
                                             "expectation (or, without one, when it FAILs)");
-  cmd->add_option("--replicates", o->replicates, "override R, the pre-declared replicate count of every case (2 to 2^20)")
+  cmd->add_option("--replicates", o->replicates, "override R, the pre-declared replicate count of every case (3 to 2^20)")
       ->check(replicate_count());
   cmd->add_option("--seed", o->seed, "override every case's probe seed (>= 0)")
       ->check(seed_value())

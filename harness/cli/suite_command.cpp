@@ -45,7 +45,7 @@ void register_suite_command(CLI::App& app, kernels::Registry& registry, const ru
   cmd->add_option("--profile", o->profile, "apply each control's profiles.<name> (CI uses smoke)");
   cmd->add_option("--json", o->json_path, "write results and the table as JSON");
   cmd->add_option("--junit", o->junit_path, "write JUnit XML: one testcase per control, failing when it misses its expectation");
-  cmd->add_option("--replicates", o->replicates, "override R for every control (2 to 2^20)")->check(replicate_count());
+  cmd->add_option("--replicates", o->replicates, "override R for every control (3 to 2^20)")->check(replicate_count());
   cmd->add_option("--device", o->device, "where kernels run (cuda needs a CUDA LibTorch, docs/gpu.md)")
       ->check(CLI::IsMember({"cpu", "cuda"}))
       ->capture_default_str();

@@ -307,7 +307,12 @@ void read_gates(const Reader& r, const YAML::Node& node, GateSettings& g) {
   if (node["max_replicates"]) {
     g.max_replicates = static_cast<std::uint64_t>(r.positive_integer(node["max_replicates"], "gates.max_replicates"));
   }
-  if (g.replicates < 2) r.fail(node["replicates"], "gates.replicates", "expected at least 2 replicates");
+  // R = 2 leaves the bias gate's t test one degree of freedom; its cut at the union-bound level
+  // (about 6e11) is beyond what the t quantile computes, and every gate ERRORed.
+  if (g.replicates < 3) {
+    r.fail(node["replicates"], "gates.replicates",
+           "expected at least 3 replicates (at 2 the bias gate's t test has one degree of freedom, too few to decide)");
+  }
   // Resource bounds: 2^20 replicates is 128x the default R_max (8192) and hours per control;
   // 1e9 replicates ran for an estimated 68 days.
   constexpr std::uint64_t kMaxReplicates = std::uint64_t{1} << 20;

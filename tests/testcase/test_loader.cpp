@@ -171,6 +171,10 @@ TEST_CASE("replicate and bootstrap counts are bounded with the field named", "[l
                     Catch::Contains("gates.max_replicates: expected at most 1048576 (2^20), got 1000000000"));
   CHECK_THROWS_WITH(parse(edit("gates: {replicates: 64}", "gates: {replicates: 2000000}"), "smoke"),
                     Catch::Contains("gates.replicates: expected at most 1048576"));
+  // At 2 the bias gate's t test has one degree of freedom and every gate ERRORed (issue 53).
+  CHECK_THROWS_WITH(parse(edit("gates: {replicates: 64}", "gates: {replicates: 2}"), "smoke"),
+                    Catch::Contains("gates.replicates: expected at least 3 replicates"));
+  CHECK_NOTHROW(parse(edit("gates: {replicates: 64}", "gates: {replicates: 3}"), "smoke"));
   CHECK_THROWS_WITH(parse(edit("gates: {replicates: 64}", "gates: {replicates: 64, variance: {bootstrap: 1000000000}}"), "smoke"),
                     Catch::Contains("gates.variance.bootstrap: expected at most 100000"));
 }
