@@ -152,12 +152,16 @@ fi
 # The Python module's tests (tests/python) run under pytest, in the venv whose torch the module
 # is built against.
 # NumPy only quiets torch's import warning ("Failed to initialize NumPy") in the tests' output.
-# transformers, pinned: its modules are the references of tests/python/test_transformers_reference.py
-# and examples/python (docs/python.md).
+# transformers, pinned: its modules are the references of the controls that name
+# testcases/python/hf_references.py (the nightly runs them), of
+# tests/python/test_transformers_reference.py and of examples/python (docs/python.md).
 KCERT_TRANSFORMERS=${KCERT_TRANSFORMERS:-5.25.0}
-if ((tests)) && ! "$venv/bin/python" -c "import pytest, numpy, transformers
+if ! "$venv/bin/python" -c "import numpy, transformers
 assert transformers.__version__ == '$KCERT_TRANSFORMERS'" 2>/dev/null; then
-  "$venv/bin/python" -m pip install -q --no-warn-script-location pytest numpy "transformers==$KCERT_TRANSFORMERS"
+  "$venv/bin/python" -m pip install -q --no-warn-script-location numpy "transformers==$KCERT_TRANSFORMERS"
+fi
+if ((tests)) && ! "$venv/bin/python" -c "import pytest" 2>/dev/null; then
+  "$venv/bin/python" -m pip install -q --no-warn-script-location pytest
 fi
 echo "$venv" > "$home/torch/selected"
 echo "install-deps: LibTorch from PyPI torch $version ($venv)"

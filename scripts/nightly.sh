@@ -26,6 +26,14 @@ kcert_torch_select
 BUILD="${KCERT_BUILD_DIR:-$ROOT/$KCERT_TORCH_BUILD}"
 cmake -S "$ROOT" -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo "${KCERT_TORCH_CMAKE_ARGS[@]}" >/dev/null
 cmake --build "$BUILD" --parallel "$(nproc)" --target kcert
+# The controls whose reference is transformers' own module (testcases/python/hf_references.py)
+# run in `python -m kcert` workers where this build has the Python module (python/interpreter
+# beside the binary); elsewhere they are SKIPped with the reason.
+python_args=()
+if [[ -f $BUILD/python/interpreter ]]; then
+  cmake --build "$BUILD" --parallel "$(nproc)" --target kcert_python
+  python_args=(--python "$ROOT/testcases/python/hf_references.py")
+fi
 
 if [[ -z ${KCERT_DB:-} ]]; then
   # Kept under the checkout; as root the server runs as `postgres`, which must be able to
@@ -41,7 +49,7 @@ fi
 "$BUILD/kcert" db migrate
 
 status=0
-"$BUILD/kcert" nightly "$ROOT/testcases" "$@" || status=$?
+"$BUILD/kcert" "${python_args[@]}" nightly "$ROOT/testcases" "$@" || status=$?
 newest=$(ls -1t "$KCERT_HOME/reports" 2>/dev/null | head -1)
 echo "nightly.sh: report $KCERT_HOME/reports/$newest/html/index.html; results in the database (kcert history CASE), spool under $KCERT_HOME/spool/"
 exit $status

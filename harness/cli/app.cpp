@@ -62,7 +62,13 @@ int run_command_line(int argc, char** argv, const FrontEnd& front_end) {
                  "(docs/plugins.md). A plugin runs code: it must be yours (or root's) and not group/world-writable");
   bool allow_case_plugins = false;
   app.add_flag("--allow-case-plugins", allow_case_plugins,
-               "let a case's `plugins:` key load libraries you did not name with --plugin (a case file is then code)");
+               "let a case's `plugins:` and `python:` keys load code you did not name with --plugin or --python "
+               "(a case file is then code)");
+  std::vector<std::string> python_files;
+  app.add_option("--python", python_files,
+                 "a Python file of kernels (@kcert.variant, docs/python.md); repeatable. Its variants are described "
+                 "by a Python with the kcert package (KCERT_PYTHON, else the one this build's module is for) and its "
+                 "cases run in `python -m kcert` workers. The same trust rule as a plugin");
 
   std::string isolation = "plugins";
   app.add_option("--isolation", isolation,
@@ -113,7 +119,8 @@ int run_command_line(int argc, char** argv, const FrontEnd& front_end) {
   // What a suite run may do, a value the commands that run cases are given (runner/suite.hpp).
   kcert::runner::SuitePolicy policy;
   app.parse_complete_callback([&app, argc, argv, &threads, &plugins, &registry, &allow_case_plugins, &memory_limit,
-                              &math_modes, &isolation, &case_deadline, &isolation_process, &policy, &front_end]() {
+                              &math_modes, &isolation, &case_deadline, &isolation_process, &policy, &front_end,
+                              &python_files]() {
     // Commands that run kernels get the thread policy (process_policy.hpp), which may
     // re-execute kcert once so that libgomp and OpenBLAS read it when they load.
     bool runs_kernels = false;
@@ -162,6 +169,12 @@ int run_command_line(int argc, char** argv, const FrontEnd& front_end) {
     }
     all.insert(all.end(), plugins.begin(), plugins.end());
     kcert::runner::load_plugins(all, registry, kcert::cli::print_note);
+    if (front_end.python.empty()) {
+      policy.python = kcert::runner::find_python_route();
+    } else {
+      policy.python.command = front_end.python;
+    }
+    for (const auto& f : python_files) kcert::runner::describe_python_file(f, policy.python, registry, kcert::cli::print_note);
   });
   kcert::cli::register_run_command(app, registry, policy);
   kcert::cli::register_suite_command(app, registry, policy);

@@ -22,6 +22,9 @@ struct FrontEnd {
   // --isolation-process's default: fork for the kcert binary; spawn where forking the process
   // is unsafe (a Python interpreter that has imported torch).
   std::string default_isolation_process = "fork";
+  // How Python kernel files this front end did not import are described and run
+  // (runner/python_route.hpp): {python, -m, kcert}; empty: the kcert binary's route.
+  std::vector<std::string> python;
 };
 
 // Parses argv and runs the command; returns the process exit status (cli/exit_codes.hpp).

@@ -127,10 +127,17 @@ class Registry {
   void note_plugin(const std::string& canonical_path) { plugins_.insert(canonical_path); }
   // The plugins loaded so far (canonical paths): what a spawned worker loads to match.
   const std::set<std::string>& plugin_paths() const { return plugins_; }
+  // Python kernel files (canonical paths) whose variants are stand-ins in this process: their
+  // schemas were described by a Python worker, and their kernels run only in `python -m kcert
+  // --python FILE` workers (runner/python_route.hpp).
+  bool has_python_stand_ins(const std::string& canonical_path) const { return python_stand_ins_.count(canonical_path) > 0; }
+  void note_python_stand_ins(const std::string& canonical_path) { python_stand_ins_.insert(canonical_path); }
+  const std::set<std::string>& python_stand_in_files() const { return python_stand_ins_; }
 
  private:
   std::map<std::string, Family> families_;
   std::set<std::string> plugins_;
+  std::set<std::string> python_stand_ins_;
 };
 
 // The families shipped with kcert (harness/kernels/families.def).

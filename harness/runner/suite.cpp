@@ -98,6 +98,12 @@ std::vector<contract::TestCase> load_cases(const std::vector<std::string>& given
         }
       }
       load_plugins(plugins, registry, note);
+      // Python kernel files: described (and so run) only when the user named them or trusts
+      // case files; otherwise the case loads and is skipped with the remedy (a controls folder
+      // may ship such cases, and nothing of theirs ran).
+      for (const auto& p : testcase::python_paths(f)) {
+        if (policy.allow_case_plugins && !policy.python.command.empty()) describe_python_file(p, policy.python, registry, note);
+      }
     } catch (const InputError& e) {
       if (!failures) throw;
       refuse(f, e.what());
@@ -120,6 +126,10 @@ std::vector<contract::TestCase> load_cases(const std::vector<std::string>& given
       for (const auto& tc : loaded) {
         if (const auto it = seen.find(tc.id); it != seen.end()) {
           why = f + ": id: '" + tc.id + "' is already used by " + it->second;
+          break;
+        }
+        if (const auto unknown = python_unknown_variant(tc, registry); !unknown.empty()) {
+          why = f + ": " + unknown;
           break;
         }
         // Refused before anything is allocated: a shape typo must not take the machine down.
@@ -178,7 +188,9 @@ std::vector<engine::CaseResult> run_cases(const std::vector<contract::TestCase>&
   };
   for (std::size_t i = 0; i < cases.size(); ++i) {
     if (callbacks.case_started) callbacks.case_started(i, cases.size());
-    if (auto why = unavailable_reason(cases[i], registry); !why.empty()) {
+    auto why = python_skip_reason(cases[i], registry, policy.python);
+    if (why.empty()) why = unavailable_reason(cases[i], registry);
+    if (!why.empty()) {
       engine::CaseResult skipped;
       skipped.testcase = cases[i];
       skipped.skipped = std::move(why);
@@ -199,8 +211,16 @@ std::vector<engine::CaseResult> run_cases(const std::vector<contract::TestCase>&
     const bool from_plugin = engine::kernels_from_plugin(cases[i], registry);
     const bool isolate = policy.isolation.mode == Isolation::Mode::all ||
                          (policy.isolation.mode == Isolation::Mode::plugins && from_plugin);
+    // Stand-ins for Python kernels run only where the kernels are: a `python -m kcert` worker,
+    // whatever --isolation says.
+    const auto python_worker = python_worker_for(cases[i], registry, policy.python);
     try {
-      if (isolate) {
+      if (!python_worker.empty()) {
+        engine::IsolationOptions io;
+        io.deadline_seconds = policy.isolation.deadline_seconds;
+        io.who = "Python kernel";
+        results.push_back(run_case_spawned(cases[i], registry, options, io, python_worker));
+      } else if (isolate) {
         engine::IsolationOptions io;
         io.deadline_seconds = policy.isolation.deadline_seconds;
         io.who = !from_plugin ? "case" : python_kernels(cases[i], registry) ? "Python kernel" : "plugin kernel";

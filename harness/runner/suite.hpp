@@ -11,6 +11,7 @@
 #include "harness/engine/case_result.hpp"
 #include "harness/engine/engine.hpp"
 #include "harness/kernels/registry.hpp"
+#include "harness/runner/python_route.hpp"
 #include "harness/runner/resources.hpp"
 
 namespace kcert::runner {
@@ -34,9 +35,13 @@ struct Isolation {
 struct SuitePolicy {
   // Whether a case's `plugins:` key may load a library the user did not name (--plugin,
   // KCERT_PLUGINS): a case file does not load code on its own unless this is set.
+  // The same for a case's `python:` files, which are then described by `python`.
   bool allow_case_plugins = false;
   Isolation isolation;
   MemoryLimit memory;
+  // How Python kernels run here (runner/python_route.hpp): the kcert binary's route, or the
+  // Python front end's own interpreter.
+  PythonRoute python;
 };
 
 // A line the run has to tell its user (a plugin loaded, the installed controls used); the

@@ -277,13 +277,21 @@ void merge_into(YAML::Node base, const YAML::Node& over) {
   }
 }
 
+// python_case: the file names `python:` kernel files, whose variants this process may not
+// know (the kcert binary without --python, or without a Python to describe them): such a
+// variant loads with its parameters unread, and the runner skips the case with the reason or,
+// where the files were described after all, refuses the name (runner/python_route.hpp).
 KernelChoice kernel_choice(const Reader& r, const YAML::Node& node, const std::string& field,
-                           const kernels::FamilySchema& family) {
+                           const kernels::FamilySchema& family, bool python_case) {
   r.check_keys(node, field, {"variant", "version", "params"});
   KernelChoice k;
   if (!node["variant"]) r.fail(node, field + ".variant", "required: the name of a registered variant");
   k.variant = r.nonempty_string(node["variant"], field + ".variant");
   const auto it = family.variants.find(k.variant);
+  if (it == family.variants.end() && python_case) {
+    if (node["params"]) r.require_map(node["params"], field + ".params");
+    return k;
+  }
   if (it == family.variants.end()) {
     std::string list;
     for (const auto& [n, v] : family.variants) list += (list.empty() ? "" : ", ") + n;
@@ -558,7 +566,7 @@ void read_direction(const Reader& r, const YAML::Node& doc, const kernels::Famil
 TestCase read_document(const Reader& r, YAML::Node doc, const FamilySchemas& families, const std::string& profile,
                        Direction half = Direction::forward) {
   r.check_keys(doc, "", {"schema", "id", "kind", "family", "mechanism", "references", "reference", "production", "probe",
-                          "buckets", "gates", "expected", "expected_on", "attestation", "profiles", "plugins", "math_modes",
+                          "buckets", "gates", "expected", "expected_on", "attestation", "profiles", "plugins", "python", "math_modes",
                           "sweep", "direction", "backward"});
   TestCase tc;
   tc.source = r.source();
@@ -600,8 +608,9 @@ TestCase read_document(const Reader& r, YAML::Node doc, const FamilySchemas& fam
   const auto& family = fam->second;
   tc.mechanism = r.nonempty_string(required("mechanism"), "mechanism");
   tc.references = r.string_list(required("references"), "references");
-  tc.reference = kernel_choice(r, required("reference"), "reference", family);
-  tc.production = kernel_choice(r, required("production"), "production", family);
+  const bool python_case = doc["python"].IsDefined();
+  tc.reference = kernel_choice(r, required("reference"), "reference", family, python_case);
+  tc.production = kernel_choice(r, required("production"), "production", family, python_case);
   read_probe(r, doc["probe"], family, tc);
   tc.bucket_axis = family.bucket_axes.front();
   if (doc["buckets"]) {
@@ -686,6 +695,10 @@ TestCase read_document(const Reader& r, YAML::Node doc, const FamilySchemas& fam
   if (const auto pl = doc["plugins"]) {
     // Loaded by the command before validation (see plugin_paths); recorded here as given.
     tc.plugins = r.string_list(pl, "plugins");
+  }
+  if (const auto py = doc["python"]) {
+    // Described by the command before validation (see python_paths); recorded here as given.
+    tc.python = r.string_list(py, "python");
   }
   if (const auto m = doc["math_modes"]) {
     r.check_keys(m, "math_modes", numerics::math_mode_names());
@@ -1146,16 +1159,18 @@ TestCase load_testcase(const std::string& path, const FamilySchemas& families, c
   return load_testcases(path, families, profile).front();
 }
 
-std::vector<std::string> plugin_paths(const std::string& path) {
+namespace {
+// The files a case names under `key` (plugins:, python:), resolved against its folder.
+std::vector<std::string> code_paths(const std::string& path, const char* key) {
   namespace fs = std::filesystem;
   std::vector<std::string> out;
   try {
     // Through the checks of a full load: a cyclic or deeply nested file, a link or a FIFO must
     // not crash or block here either, before the full load reports it.
     const YAML::Node doc = parse_yaml(read_case_file(path), path);
-    if (!doc.IsMap() || !doc["plugins"] || !doc["plugins"].IsSequence()) return out;
+    if (!doc.IsMap() || !doc[key] || !doc[key].IsSequence()) return out;
     const auto base = fs::path(path).parent_path();
-    for (const auto& n : doc["plugins"]) {
+    for (const auto& n : doc[key]) {
       if (!n.IsScalar()) continue;  // the full load reports the type error with its position
       const fs::path p(n.Scalar());
       out.push_back((p.is_absolute() ? p : base / p).lexically_normal().string());
@@ -1165,6 +1180,10 @@ std::vector<std::string> plugin_paths(const std::string& path) {
   }
   return out;
 }
+}  // namespace
+
+std::vector<std::string> plugin_paths(const std::string& path) { return code_paths(path, "plugins"); }
+std::vector<std::string> python_paths(const std::string& path) { return code_paths(path, "python"); }
 
 std::vector<std::string> collect_testcase_files(const std::vector<std::string>& paths) {
   namespace fs = std::filesystem;

@@ -46,6 +46,9 @@ TestCase parse_testcase(const std::string& yaml_text, const std::string& source,
 // The plugin libraries a case file names under `plugins:`, resolved against the file's
 // folder; read before validation so their variants exist when the file is checked.
 std::vector<std::string> plugin_paths(const std::string& path);
+// The Python kernel files a case file names under `python:` (run in `python -m kcert`
+// workers: runner/python_route.hpp), resolved the same way.
+std::vector<std::string> python_paths(const std::string& path);
 
 // Expands directories (recursively, *.yaml and *.yml) and keeps files as given; sorted
 // within each directory. A link inside a directory is listed, not followed (its load then

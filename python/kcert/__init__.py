@@ -158,9 +158,9 @@ def exact_casts(fn):
     return _when_exact(fn, _promoted_casts)
 
 
-def _entry(family, name, fn, params=None, description=None, version=None):
+def _entry(family, name, fn, params=None, description=None, version=None, unavailable=None):
     """A Python variant as kcert._C.main takes it: (family, name, version, description,
-    origin, params, fn), fn refused under the exact policy where it is not exact.
+    origin, params, fn, unavailable), fn refused under the exact policy where it is not exact.
     version: default ``python:FILE@sha256:<12 hex>`` of the file that defines fn;
     description: default the first line of its docstring."""
     source = inspect.getsourcefile(inspect.unwrap(fn)) or "<unknown>"
@@ -171,21 +171,23 @@ def _entry(family, name, fn, params=None, description=None, version=None):
         description = (inspect.getdoc(fn) or f"Python variant {getattr(fn, '__qualname__', name)}").strip().splitlines()[0]
     what = f"{family}/{name}"
     return (family, name, version, description, f"python:{source}", dict(params or {}),
-            _when_exact(fn, lambda: _ExactOnly(what)))
+            _when_exact(fn, lambda: _ExactOnly(what)), unavailable or "")
 
 
-def variant(family, name, *, params=None, description=None, version=None):
+def variant(family, name, *, params=None, description=None, version=None, unavailable=None):
     """Registers ``fn(inputs, p, params) -> Tensor`` as variant ``name`` of ``family``.
 
     params: the variant's parameters and their defaults ({"eps": 1e-6}); a default's type
     (bool, int, float, str, list of numbers) is the parameter's type, None makes it required.
     version: recorded with every result; default ``python:FILE@sha256:<12 hex>`` of the
     file that defines ``fn``, so a changed kernel file is a changed kernel version.
+    unavailable: why this machine cannot run it (``"transformers is not installed"``), or
+    None. Its cases still load and validate, and SKIP with this reason instead of failing.
     """
     def register(fn):
         if not callable(fn):
             raise TypeError(f"kcert.variant({family!r}, {name!r}) decorates a callable, not {type(fn).__name__}")
-        _variants.append(_entry(family, name, fn, params, description, version))
+        _variants.append(_entry(family, name, fn, params, description, version, unavailable))
         return fn
 
     return register
@@ -262,6 +264,21 @@ def _environment(files):
                        "modules": modules, "files": hashes})
 
 
+def _describe():
+    """What the kcert binary needs to load cases that name these files (`python:` in a case,
+    `kcert --python FILE`): each variant's schema and the environment, as one JSON document
+    on stdout. The binary registers stand-ins from it and runs the cases in `python -m kcert`
+    workers (harness/runner/python_route.cpp)."""
+    import json
+    variants = []
+    for family, name, version, description, origin, params, _fn, unavailable in _variants:
+        variants.append({"family": family, "name": name, "version": version, "description": description,
+                         "origin": origin, "params": params, "unavailable": unavailable})
+    json.dump({"variants": variants, "files": list(_files), "environment": _environment(_files)}, sys.stdout)
+    sys.stdout.write("\n")
+    return 0
+
+
 def main(argv=None):
     """kcert's command line with ``--python FILE`` (repeatable): imports each file, whose
     ``@kcert.variant`` functions join the registry, then runs the rest as ``kcert`` would.
@@ -274,6 +291,8 @@ def main(argv=None):
     except (OSError, ValueError) as e:  # PermissionError and FileNotFoundError are OSErrors
         print(f"kcert: error: {e}", file=sys.stderr)
         return 2
+    if rest == ["describe-python"]:
+        return _describe()
     worker = [sys.executable, "-m", "kcert"]
     for f in _files:
         worker += ["--python", f]

@@ -109,7 +109,7 @@ def certify(*, family, reference, production, probe=None, buckets=None, replicat
         if profile is not None:
             argv += ["--profile", profile]
         # The kernel files: those of --python, and those defining the callables (origin "python:FILE").
-        sources = list(_files) + [origin[len("python:"):] for _, _, _, _, origin, _, _ in extra]
+        sources = list(_files) + [entry[4][len("python:"):] for entry in extra]
         code, said = _captured(lambda: _C.main(argv, [], list(_variants) + extra, _environment(sources)))
         if not os.path.exists(out):
             raise KcertError(f"kcert could not run the case (exit {code}):\n{said.strip()}\ncase: {text}")

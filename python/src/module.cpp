@@ -10,6 +10,7 @@
 #include <torch/csrc/autograd/python_variable.h>
 #include <torch/csrc/utils/pybind.h>
 
+#include <algorithm>
 #include <memory>
 #include <stdexcept>
 #include <string>
@@ -57,11 +58,13 @@ py::object python_value(const kcert::kernels::ParamValue& v) {
   return std::visit([](const auto& x) { return py::object(py::cast(x)); }, v);
 }
 
-// What the Python side registered: (family, name, version, description, origin, params, fn).
+// What the Python side registered: (family, name, version, description, origin, params, fn,
+// unavailable).
 struct PythonVariant {
   std::string family, name, version, description, origin;
   std::vector<ParamSpec> params;
   std::shared_ptr<py::object> fn;
+  std::string unavailable;  // why this machine cannot run it (kcert.variant(unavailable=...))
 };
 
 kcert::kernels::KernelFn kernel_of(const PythonVariant& pv) {
@@ -124,16 +127,18 @@ PYBIND11_MODULE(_C, m) {
         for (const auto& item : variants) {
           const auto t = item.cast<py::tuple>();
           PythonVariant pv{t[0].cast<std::string>(), t[1].cast<std::string>(), t[2].cast<std::string>(),
-                           t[3].cast<std::string>(), t[4].cast<std::string>(), {}, hold(t[6].cast<py::object>())};
+                           t[3].cast<std::string>(), t[4].cast<std::string>(), {}, hold(t[6].cast<py::object>()),
+                           t[7].cast<std::string>()};
           for (const auto& [k, v] : t[5].cast<py::dict>()) pv.params.push_back(param_of(k.cast<std::string>(), v));
           pending.push_back(std::move(pv));
         }
         kcert::cli::FrontEnd front_end;
         front_end.worker = std::move(worker);
         front_end.default_isolation_process = "spawn";
+        front_end.python = {front_end.worker.begin(), front_end.worker.begin() + std::min<std::size_t>(3, front_end.worker.size())};
         front_end.extend = [&pending](kcert::kernels::Registry& registry) {
           for (const auto& pv : pending) {
-            kcert::kernels::Variant v{{pv.name, pv.version, pv.description, pv.params}, kernel_of(pv), {}, {}};
+            kcert::kernels::Variant v{{pv.name, pv.version, pv.description, pv.params}, kernel_of(pv), {}, pv.unavailable};
             try {
               registry.add_variant(pv.family, std::move(v));
             } catch (const std::out_of_range& e) {  // the registry lists the families it has

@@ -1,0 +1,339 @@
+#include "harness/runner/python_route.hpp"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <nlohmann/json.hpp>
+
+#include <cerrno>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <stdexcept>
+
+#include "harness/engine/isolated.hpp"
+#include "harness/runner/errors.hpp"
+#include "harness/store/environment.hpp"
+
+extern char** environ;
+
+namespace kcert::runner {
+
+namespace {
+
+namespace fs = std::filesystem;
+
+// Importing torch and transformers takes seconds; a file that hangs at import is refused.
+constexpr double kDescribeSeconds = 300.0;
+constexpr std::size_t kMaxDescription = std::size_t{16} << 20;
+constexpr std::size_t kMaxStderrShown = 4000;
+
+struct Captured {
+  int status = -1;  // the exit status, or -1 when it did not exit (signal, deadline)
+  std::string out, err, ended;
+};
+
+// Runs argv with stdin from /dev/null, both outputs read (bounded) until EOF or the deadline;
+// the process group is killed at the deadline.
+Captured run_captured(const std::vector<std::string>& command, double seconds) {
+  int out[2], err[2];
+  if (::pipe2(out, O_CLOEXEC) != 0) throw InputError(std::string("cannot create a pipe: ") + std::strerror(errno));
+  if (::pipe2(err, O_CLOEXEC) != 0) {
+    const int e = errno;
+    ::close(out[0]);
+    ::close(out[1]);
+    throw InputError(std::string("cannot create a pipe: ") + std::strerror(e));
+  }
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
+  posix_spawn_file_actions_adddup2(&actions, out[1], STDOUT_FILENO);
+  posix_spawn_file_actions_adddup2(&actions, err[1], STDERR_FILENO);
+  posix_spawnattr_t attr;
+  posix_spawnattr_init(&attr);
+  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP);
+  posix_spawnattr_setpgroup(&attr, 0);
+  std::vector<std::string> args = command;
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  pid_t pid = 0;
+  const int rc = ::posix_spawn(&pid, args.front().c_str(), &actions, &attr, argv.data(), environ);
+  posix_spawn_file_actions_destroy(&actions);
+  posix_spawnattr_destroy(&attr);
+  ::close(out[1]);
+  ::close(err[1]);
+  Captured c;
+  if (rc != 0) {
+    ::close(out[0]);
+    ::close(err[0]);
+    throw InputError("cannot start " + args.front() + ": " + std::strerror(rc));
+  }
+  using clock = std::chrono::steady_clock;
+  const auto deadline = clock::now() + std::chrono::duration_cast<clock::duration>(std::chrono::duration<double>(seconds));
+  pollfd fds[2] = {{out[0], POLLIN, 0}, {err[0], POLLIN, 0}};
+  std::string* sinks[2] = {&c.out, &c.err};
+  int open_fds = 2;
+  bool timed_out = false;
+  while (open_fds > 0) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - clock::now()).count();
+    if (left <= 0) {
+      timed_out = true;
+      break;
+    }
+    const int n = ::poll(fds, 2, static_cast<int>(std::min<long long>(left, 1000)));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) break;
+    for (int i = 0; i < 2; ++i) {
+      if (fds[i].fd < 0 || !(fds[i].revents & (POLLIN | POLLHUP | POLLERR))) continue;
+      char buf[1 << 16];
+      const ssize_t k = ::read(fds[i].fd, buf, sizeof buf);
+      if (k < 0 && (errno == EINTR || errno == EAGAIN)) continue;
+      if (k <= 0) {
+        ::close(fds[i].fd);
+        fds[i].fd = -1;
+        --open_fds;
+        continue;
+      }
+      // Beyond the bound the rest is read and dropped, so the child never blocks on a full pipe.
+      if (sinks[i]->size() < kMaxDescription) sinks[i]->append(buf, static_cast<std::size_t>(k));
+    }
+  }
+  for (auto& f : fds) {
+    if (f.fd >= 0) ::close(f.fd);
+  }
+  ::kill(-pid, SIGKILL);  // the group: nothing the import started outlives the description
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  if (timed_out) c.ended = "did not finish within " + std::to_string(static_cast<int>(seconds)) + " s";
+  else if (WIFEXITED(status)) c.status = WEXITSTATUS(status);
+  else if (WIFSIGNALED(status)) c.ended = std::string("was killed by signal ") + std::to_string(WTERMSIG(status));
+  return c;
+}
+
+std::string tail(const std::string& text) {
+  auto t = text;
+  while (!t.empty() && (t.back() == '\n' || t.back() == ' ')) t.pop_back();
+  return t.size() <= kMaxStderrShown ? t : "..." + t.substr(t.size() - kMaxStderrShown);
+}
+
+// A variant parameter declared from its Python default (python/kcert/__init__.py: bool, int,
+// float, str, a list of numbers; None: a required number).
+kernels::ParamSpec param_of(const std::string& name, const nlohmann::json& d) {
+  namespace param = kernels::param;
+  if (d.is_null()) return param::number(name);
+  if (d.is_boolean()) return param::flag(name, d.get<bool>());
+  if (d.is_number_integer()) return param::integer(name, d.get<std::int64_t>());
+  if (d.is_number()) return param::number(name, d.get<double>());
+  if (d.is_string()) return param::text(name, d.get<std::string>());
+  if (d.is_array()) return param::number_list(name, d.get<std::vector<double>>());
+  throw InputError("parameter '" + name + "': an unsupported default (" + std::string(d.type_name()) + ")");
+}
+
+// Two front-end descriptions as one: the first's interpreter and torch, both files and modules.
+nlohmann::json merged(nlohmann::json into, const nlohmann::json& more) {
+  if (into.is_null() || !into.is_object()) return more;
+  for (const char* key : {"modules", "files"}) {
+    if (!more.contains(key)) continue;
+    for (const auto& [k, v] : more.at(key).items()) into[key][k] = v;
+  }
+  return into;
+}
+
+std::string canonical(const std::string& path) {
+  std::error_code ec;
+  const auto c = fs::weakly_canonical(path, ec);
+  return ec ? fs::path(path).lexically_normal().string() : c.string();
+}
+
+// The interpreter of a route's command, for messages ({/usr/bin/env, PYTHONPATH=..., python, ...}).
+std::string interpreter(const PythonRoute& route) {
+  for (const auto& a : route.command) {
+    if (a != "/usr/bin/env" && a.find('=') == std::string::npos) return a;
+  }
+  return route.command.empty() ? std::string("no Python") : route.command.front();
+}
+
+bool is_stand_in(const std::string& origin, const kernels::Registry& registry) {
+  return origin.rfind("python:", 0) == 0 && registry.has_python_stand_ins(origin.substr(7));
+}
+
+// The variant names a case uses, with the field that names them (sweep settings included).
+void variant_names(const contract::TestCase& tc, std::vector<std::pair<std::string, std::string>>& out) {
+  out.emplace_back("reference.variant", tc.reference.variant);
+  out.emplace_back("production.variant", tc.production.variant);
+  for (const auto& s : tc.sweep) {
+    if (s.testcase) variant_names(*s.testcase, out);
+  }
+}
+
+std::vector<std::pair<std::string, std::string>> missing_variants(const contract::TestCase& tc, const kernels::Registry& registry) {
+  std::vector<std::pair<std::string, std::string>> names, missing;
+  variant_names(tc, names);
+  const auto* family = registry.find_family(tc.family);
+  for (const auto& n : names) {
+    if (!family || !family->variants.count(n.second)) missing.push_back(n);
+  }
+  return missing;
+}
+
+}  // namespace
+
+PythonRoute find_python_route() {
+  PythonRoute route;
+  if (const char* py = std::getenv("KCERT_PYTHON"); py && *py) {
+    route.command = {py, "-m", "kcert"};
+    return route;
+  }
+  std::error_code ec;
+  const auto exe_dir = fs::read_symlink("/proc/self/exe", ec).parent_path();
+  const auto first_line = [](const fs::path& p) {
+    std::ifstream in(p);
+    std::string line;
+    std::getline(in, line);
+    return line;
+  };
+  // The build tree: the package beside the binary, and the interpreter it was built for.
+  if (!ec && fs::exists(exe_dir / "python" / "kcert" / "__init__.py") && fs::exists(exe_dir / "python" / "interpreter")) {
+    const auto py = first_line(exe_dir / "python" / "interpreter");
+    if (!py.empty()) {
+      route.command = {"/usr/bin/env", "PYTHONPATH=" + (exe_dir / "python").string(), py, "-m", "kcert"};
+      return route;
+    }
+  }
+  if (!ec) {
+    const auto installed = exe_dir / ".." / "share" / "kcert" / "python-interpreter";
+    if (fs::exists(installed)) {
+      const auto py = first_line(installed);
+      if (!py.empty()) {
+        route.command = {py, "-m", "kcert"};
+        return route;
+      }
+    }
+  }
+  route.missing =
+      "this kcert was built without its Python module (a Python whose torch is this LibTorch; `cmake` says why) "
+      "and KCERT_PYTHON is not set";
+  return route;
+}
+
+bool python_file_known(const std::string& canonical_path, const kernels::Registry& registry) {
+  if (registry.has_python_stand_ins(canonical_path)) return true;
+  const auto origin = "python:" + canonical_path;
+  for (const auto& [family, name] : registry.variant_keys()) {
+    if (registry.variant(family, name).schema.origin == origin) return true;
+  }
+  return false;
+}
+
+void describe_python_file(const std::string& path, const PythonRoute& route, kernels::Registry& registry,
+                          const std::function<void(const std::string&)>& note) {
+  const auto file = canonical(path);
+  if (python_file_known(file, registry)) return;
+  if (route.command.empty()) throw InputError("--python " + path + ": " + route.missing);
+  std::error_code ec;
+  if (!fs::is_regular_file(file, ec)) throw InputError("--python " + path + ": no such file");
+  auto command = route.command;
+  for (const char* a : {"--python", file.c_str(), "describe-python"}) command.emplace_back(a);
+  const auto c = run_captured(command, kDescribeSeconds);
+  if (c.status != 0) {
+    throw InputError("--python " + path + ": " + interpreter(route) + " could not import it (" +
+                     (c.ended.empty() ? "exit status " + std::to_string(c.status) : c.ended) + ")" +
+                     (c.err.empty() ? std::string() : ":\n" + tail(c.err)));
+  }
+  nlohmann::json d;
+  try {
+    d = nlohmann::json::parse(c.out);
+    std::size_t added = 0;
+    for (const auto& v : d.at("variants")) {
+      const auto family = v.at("family").get<std::string>();
+      const auto name = v.at("name").get<std::string>();
+      // A variant of a file described here is registered with this file's canonical path as its origin.
+      kernels::VariantSchema schema{name, v.at("version").get<std::string>(), v.at("description").get<std::string>(), {}};
+      for (const auto& [k, def] : v.at("params").items()) schema.params.push_back(param_of(k, def));
+      const std::string what = family + "/" + name;
+      kernels::Variant stand_in{std::move(schema),
+                                [what](const kernels::KernelInputs&, const numerics::Precision&, const kernels::ParamMap&) -> torch::Tensor {
+                                  throw std::logic_error("the Python variant " + what +
+                                                         " runs only in a `python -m kcert` worker (runner/python_route.hpp)");
+                                },
+                                {},
+                                v.at("unavailable").get<std::string>()};
+      const auto version = stand_in.schema.version;
+      try {
+        registry.add_variant(family, std::move(stand_in));
+      } catch (const std::exception& e) {  // an unknown family (the registry lists them), a name taken
+        throw InputError("--python " + path + ": variant " + name + ": " + e.what());
+      }
+      registry.stamp_origin(family, name, version, "python:" + file);
+      ++added;
+    }
+    registry.note_python_stand_ins(file);
+    const auto env = d.at("environment").get<std::string>();
+    if (!env.empty()) store::set_front_end(merged(store::front_end(), nlohmann::json::parse(env)));
+    if (note) note("Python kernels " + file + " described by " + interpreter(route) + " (" + std::to_string(added) + " variant(s))");
+  } catch (const nlohmann::json::exception& e) {
+    throw InputError("--python " + path + ": the description from " + interpreter(route) + " is not what kcert reads (" +
+                     e.what() + ")");
+  }
+}
+
+std::vector<std::string> python_files_of(const contract::TestCase& tc) {
+  std::vector<std::string> out;
+  const auto base = fs::path(tc.source).parent_path();
+  for (const auto& p : tc.python) {
+    const fs::path f(p);
+    out.push_back(canonical((f.is_absolute() ? f : base / f).lexically_normal().string()));
+  }
+  return out;
+}
+
+std::vector<std::string> python_worker_for(const contract::TestCase& tc, const kernels::Registry& registry,
+                                           const PythonRoute& route) {
+  if (route.command.empty() || !engine::any_kernel_from(tc, registry, [&](const std::string& o) { return is_stand_in(o, registry); })) {
+    return {};
+  }
+  auto command = route.command;
+  // Every described file, as the parent knows them: the worker validates the case as loaded here.
+  for (const auto& f : registry.python_stand_in_files()) {
+    command.emplace_back("--python");
+    command.push_back(f);
+  }
+  return command;
+}
+
+std::string python_skip_reason(const contract::TestCase& tc, const kernels::Registry& registry, const PythonRoute& route) {
+  if (tc.python.empty() || missing_variants(tc, registry).empty()) return {};
+  std::string files;
+  for (const auto& f : python_files_of(tc)) {
+    if (!python_file_known(f, registry)) files += (files.empty() ? "" : ", ") + f;
+  }
+  if (route.command.empty()) return "its kernels are Python (" + files + ") and " + route.missing;
+  return "its kernels are Python (" + files + "), and a case file does not run code on its own: name the file with "
+         "--python FILE, or pass --allow-case-plugins (docs/python.md)";
+}
+
+std::string python_unknown_variant(const contract::TestCase& tc, const kernels::Registry& registry) {
+  if (tc.python.empty()) return {};
+  for (const auto& f : python_files_of(tc)) {
+    if (!python_file_known(f, registry)) return {};  // not described here: the case is skipped, not refused
+  }
+  const auto missing = missing_variants(tc, registry);
+  if (missing.empty()) return {};
+  std::string list;
+  for (const auto& [family, name] : registry.variant_keys()) {
+    if (family == tc.family) list += (list.empty() ? "" : ", ") + name;
+  }
+  return missing.front().first + ": family '" + tc.family + "' has no variant '" + missing.front().second +
+         "', in kcert or in the case's python: files (available: " + list + ")";
+}
+
+}  // namespace kcert::runner
