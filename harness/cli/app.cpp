@@ -134,6 +134,15 @@ int run_command_line(int argc, char** argv, const FrontEnd& front_end) {
     policy.isolation.deadline_seconds = case_deadline;
     policy.isolation.process = isolation_process == "spawn" ? kcert::runner::Isolation::Process::spawn
                                                             : kcert::runner::Isolation::Process::fork;
+    // A Python process that has imported torch is not forked: its threads and the GIL are not
+    // in the copy (a kernel that needs either hangs or crashes there).
+    if (!front_end.python.empty() && policy.isolation.process == kcert::runner::Isolation::Process::fork &&
+        policy.isolation.mode != kcert::runner::Isolation::Mode::none) {
+      throw kcert::cli::UsageError(
+          "--isolation-process fork: this process is Python and has imported torch, which a fork does not carry "
+          "safely (threads, the GIL); its cases run in spawned `python -m kcert` workers (spawn, the default here), "
+          "or in process with --isolation none");
+    }
     policy.isolation.worker = front_end.worker;
     if (policy.isolation.worker.empty()) {
       std::error_code ec;

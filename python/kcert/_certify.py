@@ -30,11 +30,14 @@ def _kernel(role, kernel, family, extra):
         return kernel, dict(params)
     if not callable(kernel):
         raise TypeError(f"{role} must be a variant name, a callable or (either, params), not {type(kernel).__name__}")
-    from . import _entry  # what @kcert.variant registers, with the exact-policy check
+    from . import _entry, _sha256  # what @kcert.variant registers, with the exact-policy check
     name = _variant_name(role, kernel)
     source = inspect.getsourcefile(inspect.unwrap(kernel)) or "<unknown>"
     doc = (inspect.getdoc(kernel) or f"{role} given to kcert.certify").strip().splitlines()[0]
-    extra.append(_entry(family, name, kernel, params, doc, f"python:{os.path.basename(source)}:{kernel.__qualname__}"))
+    # As @kcert.variant's: the file's digest, so an edited kernel is another kernel version.
+    digest = _sha256(source)[:12] if os.path.isfile(source) else "unknown"
+    version = f"python:{os.path.basename(source)}@sha256:{digest}:{kernel.__qualname__}"
+    extra.append(_entry(family, name, kernel, params, doc, version))
     return name, dict(params)
 
 

@@ -185,3 +185,24 @@ def test_the_environment_records_python_torch_and_the_kernel_files(tmp_path):
     assert json.loads(r.stdout)["fingerprint"] != plain["fingerprint"]
     words = python_kcert("environment").stdout
     assert f"Python {platform.python_version()} (torch " in words
+
+
+def test_fork_isolation_of_a_python_process_is_refused(tmp_path):
+    # A fork of a process that has imported torch does not carry its threads or the GIL.
+    r = python_kcert("--isolation-process", "fork", "run", N1, "--profile", "smoke", "--quiet")
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert "--isolation-process fork: this process is Python" in r.stderr
+    assert python_kcert("--isolation-process", "fork", "--isolation", "none", "list").returncode == 0
+
+
+def test_certify_records_the_kernel_files_digest(tmp_path):
+    # An edited kernel file is another kernel version, as for @kcert.variant.
+    f = tmp_path / "k.py"
+    f.write_text("import kcert\n\ndef mine(inputs, p, params):\n    return p.round_w(p.up(inputs['x']))\n")
+    script = (f"import sys, importlib.util, kcert\nsys.path.insert(0, {str(tmp_path)!r})\nimport k\n"
+              "c = kcert.certify(family='rmsnorm', reference='gemma', production=k.mine, replicates=8,\n"
+              "                  probe={'shape': {'tokens': 8, 'hidden': 64}})\n"
+              "print(c.result['production']['version'])\n")
+    r = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert re.search(r"^python:k\.py@sha256:[0-9a-f]{12}:mine$", r.stdout.strip().splitlines()[-1]), r.stdout
