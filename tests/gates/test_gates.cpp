@@ -293,6 +293,42 @@ TEST_CASE("baseline checks flag on replicate 0 and count fractions over the bias
   CHECK(checks.wants_more(0) == 0);  // never asks for replicates of its own
 }
 
+TEST_CASE("baseline checks fail a NaN output as today's checks do (issue 54)", "[gates][baselines]") {
+  // assert_close (equal_nan=False) counts a NaN as a mismatch; FlashAttention's and dynamo's
+  // rules compare a NaN error with <=, which is false. The sweep keeps no replicate of a batch
+  // with a non-finite element, so the checks must read the batch's NonFinite.
+  kcert::gates::BaselineChecks first(8, FloatFormat::bf16);
+  const kcert::gates::NonFinite at_first{"production", "nan", {0, 5, {0, 5}, 5}};
+  first.observe(ReplicateBatch{0, {}, {}, &at_first});
+  auto b = first.decide();
+  CHECK(b.assert_close.flagged);
+  CHECK(b.flash_attention.flagged);
+  CHECK(b.dynamo_fp64.flagged);
+  CHECK(b.dynamo_fp64.fraction == 1.0);
+
+  // Later: replicate 0 as a user would have seen it (clean), the NaN replicate counted.
+  kcert::gates::BaselineChecks later(8, FloatFormat::bf16);
+  std::vector<ReplicateObservation> clean(3);
+  for (auto& o : clean) {
+    o.peak = 1.0;
+    o.e_ref = o.e_prod = 0x1p-7;
+    o.rmse_ref = o.rmse_prod = 1e-3;
+  }
+  later.observe(batch(clean));
+  const kcert::gates::NonFinite at_three{"reference", "+inf", {3, 0, {0, 0}, 0}};
+  later.observe(ReplicateBatch{3, {}, {}, &at_three});
+  b = later.decide();
+  CHECK_FALSE(b.flash_attention.flagged);
+  CHECK(b.flash_attention.fraction == 0.25);
+  CHECK(b.assert_close.fraction == 0.25);
+
+  // The fp64 production is the algebra gate's, not an output today's checks compare.
+  kcert::gates::BaselineChecks fp64(8, FloatFormat::bf16);
+  const kcert::gates::NonFinite in_fp64{"production (fp64)", "nan", {0, 0, {0, 0}, 0}};
+  fp64.observe(ReplicateBatch{0, {}, {}, &in_fp64});
+  CHECK_FALSE(fp64.decide().dynamo_fp64.flagged);
+}
+
 TEST_CASE("the bias frontier keeps the significant buckets no other exceeds in both effects", "[gates][bias]") {
   // Four buckets, R = 8 replicates (the pattern below twice), bucket scale 1.0 (bf16 ULP at
   // 1.0 is 2^-7), z* = 3 (|z| cut t_cut(8, 3) ~ 4.6):

@@ -115,3 +115,32 @@ def llama_recip_sqrt(inputs, p, params):
 def segfault(inputs, p, params):
     import ctypes
     return ctypes.string_at(0)  # reads address 0: SIGSEGV in the interpreter
+
+
+# Non-finite outputs (issue 54): today's checks fail them, and kcert's emulation of them must.
+@kcert.variant("rmsnorm", "py_nan_output", params={"eps": 1e-6})
+def nan_output(inputs, p, params):
+    """the C++ `llama` with one output element NaN in every replicate"""
+    y = llama_forward(inputs["x"], inputs["w"], params["eps"], p).clone()
+    y[:, 0, 0] = float("nan")
+    return y
+
+
+class NanGradientFunction(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, w, eps, p):
+        return LlamaRMSNormFunction.forward(ctx, x, w, eps, p)
+
+    @staticmethod
+    def backward(ctx, dy):
+        dx, dw, _, _ = LlamaRMSNormFunction.backward(ctx, dy)
+        if dx is not None:
+            dx = dx.clone()
+            dx[:, 0, 0] = float("nan")
+        return dx, dw, None, None
+
+
+@kcert.variant("rmsnorm", "py_nan_dx", params={"eps": 1e-6})
+def nan_dx(inputs, p, params):
+    """the C++ `llama` whose backward returns a NaN in dx"""
+    return NanGradientFunction.apply(inputs["x"], inputs["w"], params["eps"], p)

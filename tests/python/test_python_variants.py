@@ -206,3 +206,24 @@ def test_certify_records_the_kernel_files_digest(tmp_path):
     r = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
     assert r.returncode == 0, r.stdout + r.stderr
     assert re.search(r"^python:k\.py@sha256:[0-9a-f]{12}:mine$", r.stdout.strip().splitlines()[-1]), r.stdout
+
+
+def test_a_nan_output_and_a_nan_gradient_fail_todays_checks(tmp_path):
+    # Issue 54: assert_close, FlashAttention's and dynamo's rules as kcert emulates them skipped
+    # non-finite elements, so a NaN passed the last two. Forward: a NaN output; backward: a
+    # NaN in dx (RW16 certifies both directions).
+    cpp, py, a, b = cpp_and_python(tmp_path, RW16, ("llama", "llama"), ("py_llama_function", "py_nan_dx"),
+                                   "--isolation", "none")
+    backward = b["results"][1]
+    assert backward["verdict"] == "FAIL", json.dumps(backward)[:2000]
+    assert all(backward["baselines"][c]["flagged"] for c in ("assert_close", "flash_attention", "dynamo_fp64")), \
+        backward["baselines"]
+    assert all(b["results"][0]["baselines"][c]["flagged"] is False for c in ("assert_close", "flash_attention", "dynamo_fp64"))
+    case = tmp_path / "nan" / "n3.yaml"
+    case.parent.mkdir()
+    case.write_text(with_variants(N3.read_text(), "llama", "py_nan_output"))
+    r = python_kcert("--isolation", "none", "suite", case, "--profile", "smoke", "--quiet")
+    assert r.returncode == 1, r.stdout + r.stderr  # N3's expectations are not this production's
+    # The falsifiability table counts the negative as flagged by each of today's checks.
+    for check in (r"assert_close \(bf16 rtol 1\.6e-2\)", r"FlashAttention 2x \+ 1 ULP rule", r"dynamo fp64 RMSE 3x rule"):
+        assert re.search(check + r"\s+1/1\s+0/0", r.stdout), r.stdout
