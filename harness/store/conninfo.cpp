@@ -14,17 +14,21 @@ namespace {
 // What libpq reads as a URI: exactly this prefix (case-sensitive, nothing before it).
 bool is_uri(const std::string& c) { return c.rfind("postgresql://", 0) == 0 || c.rfind("postgres://", 0) == 0; }
 
-// Where a URI's authority starts, read leniently for redaction: after leading spaces and a
-// scheme in any case. libpq reads " postgresql://..." and "POSTGRESQL://..." as key=value
-// strings and echoes them whole in its error, password included.
+// Where a URI's authority starts, read leniently for redaction: after leading spaces, a
+// scheme in any case and any number of slashes. libpq reads " postgresql://...",
+// "POSTGRESQL://..." and "postgresql:/..." as key=value strings and echoes them whole in its
+// error, password included.
 std::size_t lenient_authority(const std::string& c) {
   std::size_t i = 0;
   while (i < c.size() && std::isspace(static_cast<unsigned char>(c[i]))) ++i;
   std::string head;
-  for (auto j = i; j < c.size() && j < i + 13; ++j) head += static_cast<char>(std::tolower(static_cast<unsigned char>(c[j])));
-  if (head.rfind("postgresql://", 0) == 0) return i + 13;
-  if (head.rfind("postgres://", 0) == 0) return i + 11;
-  return std::string::npos;
+  for (auto j = i; j < c.size() && j < i + 11; ++j) head += static_cast<char>(std::tolower(static_cast<unsigned char>(c[j])));
+  std::size_t at = std::string::npos;
+  if (head.rfind("postgresql:", 0) == 0) at = i + 11;
+  else if (head.rfind("postgres:", 0) == 0) at = i + 9;
+  else return at;
+  while (at < c.size() && c[at] == '/') ++at;
+  return at;
 }
 
 // The end of a URI's userinfo as libpq finds it: the first '@' before any '/' (libpq scans
@@ -32,6 +36,23 @@ std::size_t lenient_authority(const std::string& c) {
 std::size_t userinfo_end(const std::string& c, std::size_t auth) {
   const auto stop = c.find_first_of("@/", auth);
   return stop != std::string::npos && c[stop] == '@' ? stop : std::string::npos;
+}
+
+// %XX decoded, or "" when the text holds a bad escape (libpq then echoes it raw).
+std::string percent_decoded(const std::string& s) {
+  std::string out;
+  for (std::size_t i = 0; i < s.size(); ++i) {
+    if (s[i] != '%') {
+      out += s[i];
+      continue;
+    }
+    if (i + 2 >= s.size() || !std::isxdigit(static_cast<unsigned char>(s[i + 1])) ||
+        !std::isxdigit(static_cast<unsigned char>(s[i + 2])))
+      return "";
+    out += static_cast<char>(std::stoi(s.substr(i + 1, 2), nullptr, 16));
+    i += 2;
+  }
+  return out;
 }
 
 // A key=value string's "password = value" spans, quoted or bare.
@@ -79,38 +100,36 @@ std::vector<std::pair<std::size_t, std::size_t>> password_spans(const std::strin
   if (const auto auth = lenient_authority(c); auth != npos) {
     // userinfo "user:password@": libpq's end (first '@' before '/'), and the last '@' of the
     // string, which is where a user who put an unescaped '@' or '/' in it meant it to end.
+    const auto colon = c.find(':', auth);
     for (const auto at : {userinfo_end(c, auth), c.rfind('@')}) {
       if (at == npos || at < auth) continue;
-      const auto colon = c.find(':', auth);
       if (colon != npos && colon < at) spans.emplace_back(colon + 1, at);
     }
-    // "?password=..." or "&password=...", up to the next '&'.
-    for (auto k = c.find("password=", auth); k != npos; k = c.find("password=", k + 1)) {
-      if (k == 0 || (c[k - 1] != '?' && c[k - 1] != '&')) continue;
-      const auto end = c.find('&', k + 9);
-      spans.emplace_back(k + 9, end == npos ? c.size() : end);
+    // No '@' at all ("postgresql://user:PW"): libpq reads "user:PW" as host and port and
+    // quotes the "port"; up to the path or the parameters. Digits alone are a port (the common
+    // "postgresql://localhost:5432/db"), left readable: a password of digits only, given
+    // without a host, is the one form this cannot tell from a port.
+    if (c.find('@', auth) == npos && colon != npos) {
+      const auto end = std::min(c.find_first_of("/?", colon + 1), c.size());
+      const auto port = c.substr(colon + 1, end - colon - 1);
+      if (!std::all_of(port.begin(), port.end(), [](char ch) { return std::isdigit(static_cast<unsigned char>(ch)); })) {
+        spans.emplace_back(colon + 1, end);
+      }
+    }
+    // Parameters whose key is "password", percent-encoded or not ("?%70assword=..."), up to
+    // the next '&'; libpq decodes the key and echoes a value with a bad escape raw.
+    for (auto k = c.find_first_of("?&", auth); k != npos; k = c.find_first_of("?&", k + 1)) {
+      const auto eq = c.find('=', k + 1);
+      if (eq == npos) break;
+      const auto key = c.substr(k + 1, eq - k - 1);
+      if (key != "password" && percent_decoded(key) != "password") continue;
+      const auto end = c.find('&', eq + 1);
+      spans.emplace_back(eq + 1, end == npos ? c.size() : end);
     }
   }
   // A string libpq reads as key=value (also what a lenient URI above is to libpq).
   if (!is_uri(c)) keyword_password_spans(c, spans);
   return spans;
-}
-
-// %XX decoded, or "" when the text holds a bad escape (libpq then echoes it raw).
-std::string percent_decoded(const std::string& s) {
-  std::string out;
-  for (std::size_t i = 0; i < s.size(); ++i) {
-    if (s[i] != '%') {
-      out += s[i];
-      continue;
-    }
-    if (i + 2 >= s.size() || !std::isxdigit(static_cast<unsigned char>(s[i + 1])) ||
-        !std::isxdigit(static_cast<unsigned char>(s[i + 2])))
-      return "";
-    out += static_cast<char>(std::stoi(s.substr(i + 1, 2), nullptr, 16));
-    i += 2;
-  }
-  return out;
 }
 
 void replace_all(std::string& s, const std::string& what, const std::string& with) {

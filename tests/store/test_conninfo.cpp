@@ -61,6 +61,13 @@ TEST_CASE("libpq's parse errors never carry the password out", "[store][conninfo
         "missing \"=\" after \"[password hidden]\" in connection info string");
 }
 
+TEST_CASE("a port is not taken for a password where the URI has no user", "[store][conninfo]") {
+  CHECK(redact_password("connection to server at \"localhost\", port 5432 failed", "postgresql://localhost:5432/kcert") ==
+        "connection to server at \"localhost\", port 5432 failed");
+  CHECK(redact_password("invalid port number: \"Tr0ub4dor\"", "postgresql://kcert:Tr0ub4dor") ==
+        "invalid port number: \"[password hidden]\"");
+}
+
 TEST_CASE("no malformed connection string prints its password, whatever libpq makes of it", "[store][conninfo][hostile]") {
   // Table-driven over the real libpq (no server: port 1 refuses at once). The password is
   // "Tr0ub4dor" or contains it; each form was written to break one reading of the string.
@@ -73,6 +80,18 @@ TEST_CASE("no malformed connection string prints its password, whatever libpq ma
       "Postgres://kcert:Tr0ub4dor@localhost:1/kcert",
       " postgresql://kcert:Tr0ub4dor@localhost:1/kcert",
       "postgresql://kcert@localhost:1/kcert?password=Tr0u%ZZb4dor",
+      // Issue 53's: no host (no '@': libpq reads "kcert:PW" as host and port), one slash or
+      // none after the scheme (not a URI to libpq: echoed whole as a key=value string), and a
+      // percent-encoded `password` key (the value's bad escape echoed raw).
+      "postgresql://kcert:Tr0ub4dor",
+      "postgresql://kcert:Tr0ub4dor/kcert",
+      "postgresql://kcert:Tr0ub4dor?sslmode=bogus",
+      "postgresql:/kcert:Tr0ub4dor@localhost:1/kcert",
+      "postgresql:kcert:Tr0ub4dor@localhost:1/kcert",
+      "postgres:/kcert:Tr0ub4dor@localhost:1/kcert",
+      "postgresql://kcert@localhost:1/kcert?%70assword=Tr0u%ZZb4dor",
+      "postgresql://kcert@localhost:1/kcert?pass%77ord=Tr0ub4dor&sslmode=bogus",
+      "postgresql://kcert@localhost:1/kcert?sslmode=bogus&%70%61ssword=Tr0ub4dor",
       // The earlier ones, and neighbours of each.
       "postgresql://kcert:Tr0ub4dor@[::1:55432/kcert",
       "postgresql://kcert:Tr0ub4dor@[]:55432/kcert",
