@@ -5,6 +5,7 @@
 
 #include <csignal>
 #include <cstdlib>
+#include <algorithm>
 #include <filesystem>
 #include <iostream>
 
@@ -181,7 +182,9 @@ int run_command_line(int argc, char** argv, const FrontEnd& front_end) {
     if (front_end.python.empty()) {
       policy.python = kcert::runner::find_python_route();
     } else {
-      policy.python.command = front_end.python;
+      const auto& py = front_end.python;
+      policy.python.command.assign(py.begin(), py.begin() + std::min<std::size_t>(3, py.size()));
+      for (std::size_t i = 3; i + 1 < py.size(); i += 2) policy.python.imported.push_back(py[i + 1]);
     }
     for (const auto& f : python_files) kcert::runner::describe_python_file(f, policy.python, registry, kcert::cli::print_note);
   });

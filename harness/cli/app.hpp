@@ -23,7 +23,8 @@ struct FrontEnd {
   // is unsafe (a Python interpreter that has imported torch).
   std::string default_isolation_process = "fork";
   // How Python kernel files this front end did not import are described and run
-  // (runner/python_route.hpp): {python, -m, kcert}; empty: the kcert binary's route.
+  // (runner/python_route.hpp): {python, -m, kcert, --python FILE...} with the files it
+  // imported itself; empty: the kcert binary's route.
   std::vector<std::string> python;
 };
 

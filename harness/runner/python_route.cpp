@@ -17,10 +17,10 @@
 #include <fstream>
 #include <set>
 #include <stdexcept>
+#include <thread>
 
 #include "harness/engine/isolated.hpp"
 #include "harness/runner/errors.hpp"
-#include "harness/store/environment.hpp"
 
 extern char** environ;
 
@@ -81,14 +81,22 @@ Captured run_captured(const std::vector<std::string>& command, double seconds) {
   pollfd fds[2] = {{out[0], POLLIN, 0}, {err[0], POLLIN, 0}};
   std::string* sinks[2] = {&c.out, &c.err};
   int open_fds = 2;
-  bool timed_out = false;
+  bool timed_out = false, exited = false;
+  int status = 0;
+  // Once the child has exited, what it wrote is in the pipes: a grandchild that inherited them
+  // (and keeps them open) must not hold the description until the deadline.
+  auto drained_by = deadline;
   while (open_fds > 0) {
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - clock::now()).count();
+    if (!exited && ::waitpid(pid, &status, WNOHANG) == pid) {
+      exited = true;
+      drained_by = std::min(deadline, clock::now() + std::chrono::seconds(2));
+    }
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>((exited ? drained_by : deadline) - clock::now()).count();
     if (left <= 0) {
-      timed_out = true;
+      timed_out = !exited;
       break;
     }
-    const int n = ::poll(fds, 2, static_cast<int>(std::min<long long>(left, 1000)));
+    const int n = ::poll(fds, 2, static_cast<int>(std::min<long long>(left, 100)));
     if (n < 0 && errno == EINTR) continue;
     if (n < 0) break;
     for (int i = 0; i < 2; ++i) {
@@ -109,9 +117,16 @@ Captured run_captured(const std::vector<std::string>& command, double seconds) {
   for (auto& f : fds) {
     if (f.fd >= 0) ::close(f.fd);
   }
+  // Both pipes closed: the child is on its way out; its status is what it says.
+  while (!exited && !timed_out) {
+    const pid_t w = ::waitpid(pid, &status, WNOHANG);
+    if (w == pid) exited = true;
+    else if (w < 0 && errno != EINTR) break;
+    else if (clock::now() >= deadline) timed_out = true;
+    else std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
   ::kill(-pid, SIGKILL);  // the group: nothing the import started outlives the description
-  int status = 0;
-  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  while (!exited && ::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
   }
   if (timed_out) c.ended = "did not finish within " + std::to_string(static_cast<int>(seconds)) + " s";
   else if (WIFEXITED(status)) c.status = WEXITSTATUS(status);
@@ -136,16 +151,6 @@ kernels::ParamSpec param_of(const std::string& name, const nlohmann::json& d) {
   if (d.is_string()) return param::text(name, d.get<std::string>());
   if (d.is_array()) return param::number_list(name, d.get<std::vector<double>>());
   throw InputError("parameter '" + name + "': an unsupported default (" + std::string(d.type_name()) + ")");
-}
-
-// Two front-end descriptions as one: the first's interpreter and torch, both files and modules.
-nlohmann::json merged(nlohmann::json into, const nlohmann::json& more) {
-  if (into.is_null() || !into.is_object()) return more;
-  for (const char* key : {"modules", "files"}) {
-    if (!more.contains(key)) continue;
-    for (const auto& [k, v] : more.at(key).items()) into[key][k] = v;
-  }
-  return into;
 }
 
 std::string canonical(const std::string& path) {
@@ -187,10 +192,39 @@ std::vector<std::pair<std::string, std::string>> missing_variants(const contract
 
 }  // namespace
 
+namespace {
+// `name` as posix_spawn needs it: a path, searched on PATH when it has no slash.
+std::string on_path(const std::string& name) {
+  if (name.find('/') != std::string::npos) return name;
+  const char* path = std::getenv("PATH");
+  std::string dirs = path ? path : "/usr/bin:/bin";
+  for (std::size_t start = 0; start <= dirs.size();) {
+    const auto colon = std::min(dirs.find(':', start), dirs.size());
+    const auto candidate = fs::path(dirs.substr(start, colon - start)) / name;
+    if (::access(candidate.c_str(), X_OK) == 0) return candidate.string();
+    start = colon + 1;
+  }
+  return name;
+}
+
+// {env, PYTHONSAFEPATH=1, [PYTHONPATH=dir:$PYTHONPATH], python, -m, kcert}: the worker must not
+// import from the folder kcert was started in (python -m puts it first on sys.path; a
+// torch.py planted in a shared folder would run), and finds the build tree's package first.
+std::vector<std::string> python_command(const std::string& python, const std::string& package_dir) {
+  std::vector<std::string> c = {"/usr/bin/env", "PYTHONSAFEPATH=1"};
+  if (!package_dir.empty()) {
+    const char* old = std::getenv("PYTHONPATH");
+    c.push_back("PYTHONPATH=" + package_dir + (old && *old ? ":" + std::string(old) : std::string()));
+  }
+  for (const auto& a : {on_path(python), std::string("-m"), std::string("kcert")}) c.push_back(a);
+  return c;
+}
+}  // namespace
+
 PythonRoute find_python_route() {
   PythonRoute route;
-  if (const char* py = std::getenv("KCERT_PYTHON"); py && *py) {
-    route.command = {py, "-m", "kcert"};
+  if (const char* py = std::getenv("KCERT_WORKER_PYTHON"); py && *py) {
+    route.command = python_command(py, "");
     return route;
   }
   std::error_code ec;
@@ -205,7 +239,7 @@ PythonRoute find_python_route() {
   if (!ec && fs::exists(exe_dir / "python" / "kcert" / "__init__.py") && fs::exists(exe_dir / "python" / "interpreter")) {
     const auto py = first_line(exe_dir / "python" / "interpreter");
     if (!py.empty()) {
-      route.command = {"/usr/bin/env", "PYTHONPATH=" + (exe_dir / "python").string(), py, "-m", "kcert"};
+      route.command = python_command(py, (exe_dir / "python").string());
       return route;
     }
   }
@@ -214,14 +248,14 @@ PythonRoute find_python_route() {
     if (fs::exists(installed)) {
       const auto py = first_line(installed);
       if (!py.empty()) {
-        route.command = {py, "-m", "kcert"};
+        route.command = python_command(py, "");
         return route;
       }
     }
   }
   route.missing =
       "this kcert was built without its Python module (a Python whose torch is this LibTorch; `cmake` says why) "
-      "and KCERT_PYTHON is not set";
+      "and KCERT_WORKER_PYTHON is not set";
   return route;
 }
 
@@ -249,40 +283,54 @@ void describe_python_file(const std::string& path, const PythonRoute& route, ker
                      (c.ended.empty() ? "exit status " + std::to_string(c.status) : c.ended) + ")" +
                      (c.err.empty() ? std::string() : ":\n" + tail(c.err)));
   }
-  nlohmann::json d;
+  // Every variant is checked before any is registered: a file refused half-way must not
+  // leave stand-ins that look described.
+  std::vector<std::pair<std::string, kernels::Variant>> stand_ins;
   try {
-    d = nlohmann::json::parse(c.out);
-    std::size_t added = 0;
+    const auto d = nlohmann::json::parse(c.out);
+    std::set<std::pair<std::string, std::string>> names;
     for (const auto& v : d.at("variants")) {
       const auto family = v.at("family").get<std::string>();
       const auto name = v.at("name").get<std::string>();
-      // A variant of a file described here is registered with this file's canonical path as its origin.
+      const auto* f = registry.find_family(family);
+      if (!f) {
+        std::string list;
+        for (const auto& n : registry.family_names()) list += (list.empty() ? "" : ", ") + n;
+        throw InputError("--python " + path + ": variant " + name + " names family '" + family +
+                         "', which is not registered (registered: " + list + ")");
+      }
+      if (f->variants.count(name) || !names.insert({family, name}).second) {
+        throw InputError("--python " + path + ": variant " + name + " of family '" + family + "' is already registered");
+      }
       kernels::VariantSchema schema{name, v.at("version").get<std::string>(), v.at("description").get<std::string>(), {}};
       for (const auto& [k, def] : v.at("params").items()) schema.params.push_back(param_of(k, def));
       const std::string what = family + "/" + name;
-      kernels::Variant stand_in{std::move(schema),
-                                [what](const kernels::KernelInputs&, const numerics::Precision&, const kernels::ParamMap&) -> torch::Tensor {
-                                  throw std::logic_error("the Python variant " + what +
-                                                         " runs only in a `python -m kcert` worker (runner/python_route.hpp)");
-                                },
-                                {},
-                                v.at("unavailable").get<std::string>()};
-      const auto version = stand_in.schema.version;
-      try {
-        registry.add_variant(family, std::move(stand_in));
-      } catch (const std::exception& e) {  // an unknown family (the registry lists them), a name taken
-        throw InputError("--python " + path + ": variant " + name + ": " + e.what());
-      }
-      registry.stamp_origin(family, name, version, "python:" + file);
-      ++added;
+      stand_ins.emplace_back(
+          family, kernels::Variant{std::move(schema),
+                                   [what](const kernels::KernelInputs&, const numerics::Precision&,
+                                          const kernels::ParamMap&) -> torch::Tensor {
+                                     throw std::logic_error("the Python variant " + what +
+                                                            " runs only in a `python -m kcert` worker (runner/python_route.hpp)");
+                                   },
+                                   {},
+                                   v.at("unavailable").get<std::string>()});
     }
-    registry.note_python_stand_ins(file);
-    const auto env = d.at("environment").get<std::string>();
-    if (!env.empty()) store::set_front_end(merged(store::front_end(), nlohmann::json::parse(env)));
-    if (note) note("Python kernels " + file + " described by " + interpreter(route) + " (" + std::to_string(added) + " variant(s))");
   } catch (const nlohmann::json::exception& e) {
     throw InputError("--python " + path + ": the description from " + interpreter(route) + " is not what kcert reads (" +
                      e.what() + ")");
+  }
+  // The binary's environment identity stays its own (calibrations and comparisons are keyed by
+  // it, and a run of C++ controls beside Python ones is the same environment): a Python
+  // variant's version records its file's sha256, and what it imports is its file's business.
+  for (auto& [family, variant] : stand_ins) {
+    const auto name = variant.schema.name, version = variant.schema.version;
+    registry.add_variant(family, std::move(variant));
+    registry.stamp_origin(family, name, version, "python:" + file);
+  }
+  registry.note_python_stand_ins(file);
+  if (note) {
+    note("Python kernels " + file + " described by " + interpreter(route) + " (" + std::to_string(stand_ins.size()) +
+         " variant(s))");
   }
 }
 
@@ -302,7 +350,11 @@ std::vector<std::string> python_worker_for(const contract::TestCase& tc, const k
     return {};
   }
   auto command = route.command;
-  // Every described file, as the parent knows them: the worker validates the case as loaded here.
+  // Every file, as the parent knows them: the worker validates the case as it was loaded here.
+  for (const auto& f : route.imported) {
+    command.emplace_back("--python");
+    command.push_back(f);
+  }
   for (const auto& f : registry.python_stand_in_files()) {
     command.emplace_back("--python");
     command.push_back(f);

@@ -21,6 +21,9 @@ namespace kcert::runner {
 struct PythonRoute {
   std::vector<std::string> command;
   std::string missing;  // set when command is empty
+  // Files the process imported itself (the Python front end's --python): a worker that runs a
+  // stand-in imports them too, for a case that mixes their variants with described ones.
+  std::vector<std::string> imported;
 };
 
 // The kcert binary's route: $KCERT_PYTHON (an interpreter whose `import kcert` works), else the

@@ -102,6 +102,8 @@ std::vector<contract::TestCase> load_cases(const std::vector<std::string>& given
       // case files; otherwise the case loads and is skipped with the remedy (a controls folder
       // may ship such cases, and nothing of theirs ran).
       for (const auto& p : testcase::python_paths(f)) {
+        std::error_code ec;
+        if (!std::filesystem::is_regular_file(p, ec)) throw InputError(f + ": python: " + p + ": no such file");
         if (policy.allow_case_plugins && !policy.python.command.empty()) describe_python_file(p, policy.python, registry, note);
       }
     } catch (const InputError& e) {

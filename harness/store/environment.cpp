@@ -194,7 +194,6 @@ nlohmann::json& front_end_description() {
 }  // namespace
 
 void set_front_end(nlohmann::json description) { front_end_description() = std::move(description); }
-nlohmann::json front_end() { return front_end_description(); }
 
 Environment detect_environment() {
   Environment env;

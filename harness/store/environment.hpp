@@ -21,8 +21,6 @@ struct Environment {
 // Process-wide, like the thread policy; detect_environment() puts it in the identity under
 // "front_end" (absent for the kcert binary, whose fingerprints stay what they were).
 void set_front_end(nlohmann::json description);
-// The description set so far (null when none).
-nlohmann::json front_end();
 
 // Detects this process's environment. When KCERT_ENVIRONMENT_FILE names a JSON object, its
 // fields override or extend the identity (to describe a container image, or to simulate

@@ -608,7 +608,7 @@ TestCase read_document(const Reader& r, YAML::Node doc, const FamilySchemas& fam
   const auto& family = fam->second;
   tc.mechanism = r.nonempty_string(required("mechanism"), "mechanism");
   tc.references = r.string_list(required("references"), "references");
-  const bool python_case = doc["python"].IsDefined();
+  const bool python_case = doc["python"].IsSequence() && doc["python"].size() > 0;
   tc.reference = kernel_choice(r, required("reference"), "reference", family, python_case);
   tc.production = kernel_choice(r, required("production"), "production", family, python_case);
   read_probe(r, doc["probe"], family, tc);

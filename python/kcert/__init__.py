@@ -48,7 +48,7 @@ Precision = _C.Precision
 # (transformers, liger_kernel, ...), and their versions go into the environment.
 _MODULES_AT_IMPORT = set(sys.modules)
 
-_variants = []  # (family, name, version, description, origin, params, fn), in registration order
+_variants = []  # (family, name, version, description, origin, params, fn, unavailable), in registration order
 _files = []  # the --python files imported, in order, for the spawned workers
 
 
@@ -264,18 +264,20 @@ def _environment(files):
                        "modules": modules, "files": hashes})
 
 
-def _describe():
+def _describe(out_fd):
     """What the kcert binary needs to load cases that name these files (`python:` in a case,
-    `kcert --python FILE`): each variant's schema and the environment, as one JSON document
-    on stdout. The binary registers stand-ins from it and runs the cases in `python -m kcert`
+    `kcert --python FILE`): each variant's schema, as one JSON document on `out_fd` (the
+    process's stdout, kept apart while the files were imported: what they print goes to
+    stderr). The binary registers stand-ins from it and runs the cases in `python -m kcert`
     workers (harness/runner/python_route.cpp)."""
     import json
     variants = []
     for family, name, version, description, origin, params, _fn, unavailable in _variants:
         variants.append({"family": family, "name": name, "version": version, "description": description,
                          "origin": origin, "params": params, "unavailable": unavailable})
-    json.dump({"variants": variants, "files": list(_files), "environment": _environment(_files)}, sys.stdout)
-    sys.stdout.write("\n")
+    with os.fdopen(out_fd, "w") as out:
+        json.dump({"variants": variants, "files": list(_files)}, out)
+        out.write("\n")
     return 0
 
 
@@ -284,15 +286,23 @@ def main(argv=None):
     ``@kcert.variant`` functions join the registry, then runs the rest as ``kcert`` would.
     Returns the exit status."""
     argv = list(sys.argv[1:] if argv is None else argv)
+    describe_fd = None
     try:
         files, rest = _split_python_files(argv)
+        if rest == ["describe-python"]:
+            # The description's channel is stdout; a kernel file that prints at import (a
+            # banner, a warning) must not break it: fd 1 is stderr until the description.
+            sys.stdout.flush()
+            describe_fd = os.dup(1)
+            os.dup2(2, 1)
         for f in files:
             _import_file(f)
     except (OSError, ValueError) as e:  # PermissionError and FileNotFoundError are OSErrors
         print(f"kcert: error: {e}", file=sys.stderr)
         return 2
-    if rest == ["describe-python"]:
-        return _describe()
+    if describe_fd is not None:
+        sys.stdout.flush()
+        return _describe(describe_fd)
     worker = [sys.executable, "-m", "kcert"]
     for f in _files:
         worker += ["--python", f]

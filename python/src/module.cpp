@@ -135,7 +135,7 @@ PYBIND11_MODULE(_C, m) {
         kcert::cli::FrontEnd front_end;
         front_end.worker = std::move(worker);
         front_end.default_isolation_process = "spawn";
-        front_end.python = {front_end.worker.begin(), front_end.worker.begin() + std::min<std::size_t>(3, front_end.worker.size())};
+        front_end.python = front_end.worker;
         front_end.extend = [&pending](kcert::kernels::Registry& registry) {
           for (const auto& pv : pending) {
             kcert::kernels::Variant v{{pv.name, pv.version, pv.description, pv.params}, kernel_of(pv), {}, pv.unavailable};

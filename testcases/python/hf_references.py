@@ -11,6 +11,9 @@ pass; the results record it (environment: front_end.modules.transformers).
 Under kcert's exact policy (the fp64 oracle, the algebra gate) `@kcert.exact_casts` promotes the
 modules' own `.to(torch.float32)` casts to fp64; under bf16 they run as transformers has them.
 """
+import hashlib
+import os
+
 import torch
 
 import kcert
@@ -27,6 +30,11 @@ except Exception as e:  # ImportError, or a transformers that refuses this torch
     MISSING = f"transformers cannot be imported here ({type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''})"
     RELEASE = "not installed"
 
+# Every result records the kernel's version: here the transformers release and this file's
+# digest (the kcert binary's environment is its own; docs/python.md).
+with open(__file__, "rb") as _f:
+    VERSION = f"transformers {RELEASE}; {os.path.basename(__file__)}@sha256:{hashlib.sha256(_f.read()).hexdigest()[:12]}"
+
 try:
     from torch.func import functional_call
 except ImportError:  # torch < 2.0
@@ -41,21 +49,21 @@ def run_module(cls, inputs, eps):
     return functional_call(module, {"weight": w}, (x,))
 
 
-@kcert.variant("rmsnorm", "transformers_llama_rmsnorm", params={"eps": 1e-6}, unavailable=MISSING,
+@kcert.variant("rmsnorm", "transformers_llama_rmsnorm", params={"eps": 1e-6}, unavailable=MISSING, version=VERSION,
                description=f"transformers {RELEASE} LlamaRMSNorm, imported")
 @kcert.exact_casts
 def transformers_llama_rmsnorm(inputs, p, params):
     return run_module(LlamaRMSNorm, inputs, params["eps"])
 
 
-@kcert.variant("rmsnorm", "transformers_gemma_rmsnorm", params={"eps": 1e-6}, unavailable=MISSING,
+@kcert.variant("rmsnorm", "transformers_gemma_rmsnorm", params={"eps": 1e-6}, unavailable=MISSING, version=VERSION,
                description=f"transformers {RELEASE} GemmaRMSNorm, imported")
 @kcert.exact_casts
 def transformers_gemma_rmsnorm(inputs, p, params):
     return run_module(GemmaRMSNorm, inputs, params["eps"])
 
 
-@kcert.variant("rope", "transformers_apply_rotary_pos_emb", params={"base": 10000.0}, unavailable=MISSING,
+@kcert.variant("rope", "transformers_apply_rotary_pos_emb", params={"base": 10000.0}, unavailable=MISSING, version=VERSION,
                description=f"transformers {RELEASE} LlamaRotaryEmbedding (fp32 tables) + apply_rotary_pos_emb "
                            "on the fp32 values, one rounding")
 @kcert.exact_casts
@@ -74,7 +82,7 @@ def transformers_apply_rotary_pos_emb(inputs, p, params):
     return p.round_w(q_embed)
 
 
-@kcert.variant("glu", "transformers_llama_mlp", unavailable=MISSING,
+@kcert.variant("glu", "transformers_llama_mlp", unavailable=MISSING, version=VERSION,
                description=f"transformers {RELEASE} LlamaMLP up to down_proj: act_fn(gate_proj(x)) * up_proj(x)")
 @kcert.exact_casts
 def transformers_llama_mlp(inputs, p, params):
@@ -95,7 +103,7 @@ class _AttentionModule:
         self.training = False
 
 
-@kcert.variant("attention", "transformers_eager_attention", params={"causal": True, "scale": 0.0}, unavailable=MISSING,
+@kcert.variant("attention", "transformers_eager_attention", params={"causal": True, "scale": 0.0}, unavailable=MISSING, version=VERSION,
                description=f"transformers {RELEASE} eager_attention_forward (repeat_kv GQA, additive finfo.min mask)")
 @kcert.exact_casts
 def transformers_eager_attention(inputs, p, params):

@@ -3,6 +3,7 @@ FILE` describe the file in a `python -m kcert` process, the case loads against s
 runs in a Python worker (harness/runner/python_route.hpp). The controls that name
 testcases/python/hf_references.py are the nightly's transformers twins."""
 import json
+import os
 import subprocess
 
 import pytest
@@ -102,3 +103,33 @@ def test_the_binary_lists_the_described_variants():
     p = kcert("--python", HF, "list", "rmsnorm")
     assert p.returncode == 0, p.stderr
     assert "transformers_llama_rmsnorm" in p.stdout and "transformers_gemma_rmsnorm" in p.stdout
+
+
+def test_what_a_kernel_file_prints_at_import_does_not_break_its_description(tmp_path):
+    chatty = tmp_path / "chatty_kernels.py"
+    chatty.write_text("import kcert\nprint('a banner on stdout')\n"
+                      "@kcert.variant('rmsnorm', 'chatty_copy')\n"
+                      "def chatty_copy(inputs, p, params):\n    return p.round_w(p.up(inputs['x']))\n")
+    p = kcert("--python", chatty, "list", "rmsnorm")
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert "chatty_copy" in p.stdout
+
+
+def test_python_case_keys_are_checked(tmp_path):
+    # An empty list tolerates nothing (a typo is a load error), and a missing file is named.
+    empty = tmp_path / "empty.yaml"
+    empty.write_text(N3_HF.read_text().replace("python: [../../python/hf_references.py]", "python: []"))
+    p = kcert("run", empty, "--profile", "smoke", "--quiet")
+    assert p.returncode == 2 and "has no variant 'transformers_llama_rmsnorm'" in p.stderr, p.stdout + p.stderr
+    missing = tmp_path / "missing.yaml"
+    missing.write_text(N3_HF.read_text().replace("python: [../../python/hf_references.py]", "python: [nowhere.py]"))
+    p = kcert("--python", HF, "run", missing, "--profile", "smoke", "--quiet")
+    assert p.returncode == 2 and "python: " + str(tmp_path / "nowhere.py") + ": no such file" in p.stderr, p.stdout + p.stderr
+
+
+def test_the_worker_does_not_import_from_the_folder_kcert_runs_in(tmp_path):
+    # python -m puts the current folder first on sys.path: a planted module there must not run.
+    (tmp_path / "transformers.py").write_text("raise SystemExit('planted module imported')\n")
+    p = subprocess.run([os.path.abspath(KCERT), "--python", HF, "list", "rmsnorm"], capture_output=True, text=True, cwd=tmp_path)
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert "planted" not in p.stdout + p.stderr
