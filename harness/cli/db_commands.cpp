@@ -9,6 +9,7 @@
 
 #include "harness/cli/exit_codes.hpp"
 #include "harness/cli/flag_checks.hpp"
+#include "harness/cli/terminal_text.hpp"
 #include "harness/store/postgres.hpp"
 #include "harness/store/spool.hpp"
 
@@ -96,6 +97,7 @@ void register_db_commands(CLI::App& app) {
   up->add_option("spool", *files, "spool files (.jsonl)")->required()->check(CLI::ExistingFile);
   up->callback([files]() {
     auto s = connect();
+    bool refused_any = false;
     for (const auto& f : *files) {
       store::SpoolContents spool;
       try {
@@ -105,9 +107,17 @@ void register_db_commands(CLI::App& app) {
       }
       if (spool.torn_tail) std::cerr << "kcert: warning: " << *spool.torn_tail << "\n";
       const auto sum = store::upload(s, spool.records);
-      std::cout << fmt::format("{}: {} run record(s), {} result(s) added, {} already present\n", f, sum.runs,
-                               sum.results_added, sum.results_present);
+      std::cout << fmt::format("{}: {} run record(s), {} result(s) added, {} already present{}\n", f, sum.runs,
+                               sum.results_added, sum.results_present,
+                               sum.refused.empty() ? "" : fmt::format(", {} refused", sum.refused.size()));
+      for (const auto& [id, why] : sum.refused) {
+        std::cerr << "kcert: warning: " << terminal_safe(f) << ": the database refused the result of " << terminal_safe(id)
+                  << ": " << terminal_safe(why) << "\n";
+        refused_any = true;
+      }
     }
+    // The rest is stored; what was refused stays in the spool and is named above.
+    if (refused_any) throw ExitWith{exit_input_error};
   });
 
   struct HistoryOptions {

@@ -2,6 +2,7 @@
 
 #include "harness/cli/build_info.hpp"
 #include "harness/cli/exit_codes.hpp"
+#include "harness/cli/terminal_text.hpp"
 #include "harness/store/environment.hpp"
 
 #include <cstdlib>
@@ -58,6 +59,11 @@ void RunStorage::store(const engine::CaseResult& result) {
   if (!db_) return;
   try {
     db_->store_result(run_record_, rec);
+  } catch (const store::RecordRefused& e) {
+    // One result the server cannot hold: the others still go in (the spool has this one).
+    ++refused_;
+    std::cerr << "kcert: warning: the database refused the result of " << terminal_safe(result.testcase.id)
+              << " (it is in the spool): " << terminal_safe(e.what()) << "\n";
   } catch (const std::exception& e) {
     database_down(e.what());
   }
@@ -74,7 +80,10 @@ void RunStorage::finish(const std::string& status) {
       database_down(e.what());
     }
   }
-  if (db_) {
+  if (db_ && refused_ > 0) {
+    std::cerr << "kcert: run " << run_->run_id << " stored in the database but for " << refused_
+              << " result(s) it refused (see the warnings); every result is in " << spool_->path() << "\n";
+  } else if (db_) {
     std::cerr << "kcert: run " << run_->run_id << " stored in the database\n";
   } else if (wanted_db_) {
     std::cerr << "kcert: the database was unavailable; every result is in " << spool_->path()

@@ -47,6 +47,7 @@ class RunStorage {
   nlohmann::json run_record_;
   std::unique_ptr<store::SpoolWriter> spool_;
   std::unique_ptr<store::ResultStore> db_;
+  int refused_ = 0;  // results the database refused (each in the spool, named in a warning)
   bool wanted_db_ = false;
 };
 

@@ -245,7 +245,68 @@ void ResultStore::store_run(const nlohmann::json& run) {
   });
 }
 
-bool ResultStore::store_result(const nlohmann::json& run, const nlohmann::json& rec) {
+namespace {
+// Valid UTF-8 of `s` (an invalid sequence becomes U+FFFD), without NUL (PostgreSQL's text and
+// jsonb hold none), at most kMaxStoredText bytes: a file name that is not UTF-8 or an error
+// text of 256 MB made the server refuse the row (issue 53).
+constexpr std::size_t kMaxStoredText = std::size_t{1} << 20;
+std::string storable_text(const std::string& s) {
+  std::string out = nlohmann::json(s).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  out = nlohmann::json::parse(out).get<std::string>();
+  std::string clean;
+  for (char c : out) {
+    if (c == '\0') clean += "\xEF\xBF\xBD";
+    else clean += c;
+  }
+  if (clean.size() > kMaxStoredText) {
+    auto cut = kMaxStoredText;
+    while (cut > 0 && (static_cast<unsigned char>(clean[cut]) & 0xC0) == 0x80) --cut;  // not inside a character
+    const auto dropped = clean.size() - cut;
+    clean.resize(cut);
+    clean += " [" + std::to_string(dropped) + " more bytes not stored]";
+  }
+  return clean;
+}
+
+nlohmann::json storable(const nlohmann::json& j) {
+  if (j.is_string()) return storable_text(j.get_ref<const std::string&>());
+  if (j.is_object()) {
+    nlohmann::json out = nlohmann::json::object();
+    for (const auto& [k, v] : j.items()) out[storable_text(k)] = storable(v);
+    return out;
+  }
+  if (j.is_array()) {
+    nlohmann::json out = nlohmann::json::array();
+    for (const auto& v : j) out.push_back(storable(v));
+    return out;
+  }
+  return j;
+}
+}  // namespace
+
+bool ResultStore::store_result(const nlohmann::json& run, const nlohmann::json& given) {
+  const auto rec = storable(given);
+  // The server's first line: its DETAIL repeats the whole row (a megabyte of text, perhaps).
+  const auto refused = [](const std::exception& e) {
+    std::string what = e.what();
+    if (const auto nl = what.find('\n'); nl != std::string::npos) what.resize(nl);
+    return RecordRefused(what);
+  };
+  try {
+    return store_result_as_is(run, rec);
+  } catch (const pqxx::data_exception& e) {  // SQLSTATE class 22: a value the column cannot hold
+    throw refused(e);
+  } catch (const pqxx::sql_error& e) {
+    // 54: a program limit (an index row too large); 23: a constraint the record breaks.
+    const auto state = e.sqlstate();
+    if (state.rfind("54", 0) == 0 || state.rfind("23", 0) == 0) throw refused(e);
+    throw;
+  } catch (const pqxx::argument_error& e) {
+    throw refused(e);
+  }
+}
+
+bool ResultStore::store_result_as_is(const nlohmann::json& run, const nlohmann::json& rec) {
   return guarded(*conn_, conn_->watchdog, conn_->statement_timeout, [&]() -> bool {
     const auto& tc = need(rec, "testcase");
     const auto& r = need(rec, "result");
@@ -693,7 +754,13 @@ UploadSummary upload(ResultStore& store, const std::vector<nlohmann::json>& reco
     if (r.at("type") != "result") continue;
     const auto it = runs.find({r.at("run_id").get<std::string>(), r.value("shard_index", 0)});
     if (it == runs.end()) throw DatabaseError("spool result for run " + r.at("run_id").get<std::string>() + " has no run record");
-    (store.store_result(*it->second, r) ? s.results_added : s.results_present)++;
+    try {
+      (store.store_result(*it->second, r) ? s.results_added : s.results_present)++;
+    } catch (const RecordRefused& e) {
+      // One record the server cannot hold must not keep every other one out for good.
+      const auto& tc = r.value("testcase", nlohmann::json::object());
+      s.refused.emplace_back(tc.is_object() ? tc.value("case_id", std::string("?")) : std::string("?"), e.what());
+    }
   }
   for (const auto& r : records) {
     if (r.at("type") != "finish") continue;

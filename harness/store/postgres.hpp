@@ -18,6 +18,14 @@ class DatabaseError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// The server refused one record's data (a value it cannot hold, a limit of an index): the
+// connection is fine and the next record may be stored. Everything else is the database
+// being unavailable.
+class RecordRefused : public DatabaseError {
+ public:
+  using DatabaseError::DatabaseError;
+};
+
 struct MigrationState {
   int version = 0;
   std::string name;
@@ -29,6 +37,8 @@ struct UploadSummary {
   int runs = 0;
   int results_added = 0;
   int results_present = 0;  // already stored: a repeated upload adds nothing
+  // Results the server refused (case id, reason): skipped, the rest stored.
+  std::vector<std::pair<std::string, std::string>> refused;
 };
 
 struct HistoryQuery {
@@ -92,6 +102,8 @@ class ResultStore {
 
   // Spool records (spool.hpp). Each call is one transaction; repeats are no-ops.
   void store_run(const nlohmann::json& run_record);
+  // Texts are stored as valid UTF-8 without NUL, each at most 1 MiB; throws RecordRefused when
+  // the server refuses the record's data anyway, DatabaseError when it is unavailable.
   bool store_result(const nlohmann::json& run_record, const nlohmann::json& result_record);  // false: present
   void store_finish(const nlohmann::json& finish_record);
 
@@ -115,12 +127,14 @@ class ResultStore {
   long long store_calibration(const Calibration& c);  // returns the id
 
  private:
+  bool store_result_as_is(const nlohmann::json& run_record, const nlohmann::json& result_record);
   struct Connection;  // holds the pqxx::connection; keeps libpqxx out of this header
   std::unique_ptr<Connection> conn_;
 };
 
 // Replays a spool: every run record, then every result (each in its own transaction),
-// then finish records. Results already stored are counted, not duplicated.
+// then finish records. Results already stored are counted, not duplicated; a result the
+// server refuses is listed in `refused` and the others are stored.
 UploadSummary upload(ResultStore& store, const std::vector<nlohmann::json>& records);
 
 }  // namespace kcert::store

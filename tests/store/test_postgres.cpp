@@ -316,6 +316,46 @@ TEST_CASE("upload checks every spool record and never changes a finished run", "
   CHECK(count(db, "SELECT count(*) FROM result WHERE run_id = 'fin-run'") == 1);
 }
 
+TEST_CASE("a result the server refuses is skipped and named, the others are stored (issue 53)", "[postgres][hostile]") {
+  // One record the server could not hold (a NUL, a text over PostgreSQL's limits) used to stop
+  // every later write of the night, and the spool could never be uploaded. Texts are now made
+  // storable (NUL and invalid UTF-8 replaced, at most 1 MiB each); a record the server still
+  // refuses (here a kind its CHECK constraint rejects) is skipped and reported, exit 2.
+  const auto db = fresh_database("kcert_t_upload_refused");
+  run_kcert(db, "db migrate");
+  const auto dir = temp_dir("upload-refused");
+  write_case(dir + "/a.yaml", "a_fast", 32, 64, 64);
+  int rc = -1;
+  run_kcert(db, "run " + dir + "/a.yaml --quiet --brief --spool " + dir + "/src.jsonl --run-id refused-run", &rc);
+  const auto spool_text = run_command("cat " + dir + "/src.jsonl").output;
+  const auto run_line = spool_text.substr(0, spool_text.find('\n') + 1);
+  const auto in_result = spool_text.find("\"type\":\"result\"");
+  REQUIRE(in_result != std::string::npos);
+  const auto line_start = spool_text.rfind('\n', in_result) + 1;
+  const auto result = nlohmann::json::parse(spool_text.substr(line_start, spool_text.find('\n', in_result) - line_start));
+  auto refused = result, nul = result, after = result;
+  refused["testcase"]["case_id"] = refused["result"]["id"] = "refused_kind";
+  refused["testcase"]["kind"] = "neither";
+  nul["testcase"]["case_id"] = nul["result"]["id"] = "nul_and_huge";
+  nul["testcase"]["mechanism"] = std::string("before") + '\0' + "after " + std::string(2u << 20, 'x');
+  nul["testcase"]["yaml_sha256"] = "0123";
+  after["testcase"]["case_id"] = after["result"]["id"] = "after_the_refused";
+  after["testcase"]["yaml_sha256"] = "4567";
+  const auto path = dir + "/mixed.jsonl";
+  std::ofstream(path) << run_line << refused.dump() << "\n" << nul.dump() << "\n" << after.dump() << "\n";
+  const auto out = run_kcert(db, "upload " + path, &rc);
+  INFO(out);
+  CHECK(rc == 2);
+  CHECK_THAT(out, Catch::Contains("2 result(s) added, 0 already present, 1 refused"));
+  CHECK_THAT(out, Catch::Contains("the database refused the result of refused_kind: ERROR:  new row for relation \"testcase\" violates check constraint"));
+  CHECK_THAT(out, !Catch::Contains("Failing row contains"));  // the server's DETAIL repeats the whole row
+  CHECK(count(db, "SELECT count(*) FROM result WHERE run_id = 'refused-run'") == 2);
+  CHECK(count(db, "SELECT count(*) FROM testcase WHERE case_id = 'after_the_refused'") == 1);
+  // The NUL became U+FFFD and the text was cut at 1 MiB, saying how much was not stored.
+  CHECK(count(db, "SELECT count(*) FROM testcase WHERE case_id = 'nul_and_huge' AND mechanism LIKE 'before' || chr(65533) || 'after %' "
+                  "AND octet_length(mechanism) < 1100000 AND mechanism LIKE '%more bytes not stored]'") == 1);
+}
+
 TEST_CASE("a run resumed on a spool with a torn last line appends after it, and the spool uploads", "[postgres][hostile]") {
   const auto db = fresh_database("kcert_t_resume_torn");
   run_kcert(db, "db migrate");

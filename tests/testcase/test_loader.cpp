@@ -166,6 +166,16 @@ TEST_CASE("a broken base contract fails under a profile that overrides the broke
   CHECK(parse(kValid, "smoke").profile == "smoke");
 }
 
+TEST_CASE("what the database cannot hold is refused at load (issue 53)", "[loader]") {
+  // A NUL from YAML's "\0" and an id over the unique index's row limit made PostgreSQL refuse
+  // the row, and the nightly stopped storing for the rest of the run.
+  CHECK_THROWS_WITH(parse(edit("mechanism: a sentence", "mechanism: \"a\\0b\""), "smoke"),
+                    Catch::Contains("mechanism: a NUL character"));
+  CHECK_THROWS_WITH(parse(edit("id: demo", "id: " + std::string(201, 'a')), "smoke"),
+                    Catch::Contains("id: at most 200 bytes, got 201"));
+  CHECK_NOTHROW(parse(edit("id: demo", "id: " + std::string(200, 'a')), "smoke"));
+}
+
 TEST_CASE("replicate and bootstrap counts are bounded with the field named", "[loader]") {
   CHECK_THROWS_WITH(parse(edit("gates: {replicates: 64}", "gates: {replicates: 64, max_replicates: 1000000000}"), "smoke"),
                     Catch::Contains("gates.max_replicates: expected at most 1048576 (2^20), got 1000000000"));
