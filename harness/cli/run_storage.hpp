@@ -32,6 +32,9 @@ struct StorageOptions {
 class RunStorage {
  public:
   explicit RunStorage(const StorageOptions& o);
+  ~RunStorage();
+  RunStorage(const RunStorage&) = delete;
+  RunStorage& operator=(const RunStorage&) = delete;
   void store(const engine::CaseResult& result);
   void finish(const std::string& status);
 

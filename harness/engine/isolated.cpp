@@ -12,6 +12,9 @@
 
 #include <chrono>
 #include <cerrno>
+#include <mutex>
+#include <set>
+#include <vector>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -137,6 +140,24 @@ bool kernels_from_plugin(const contract::TestCase& tc, const kernels::Registry& 
   return any_kernel_from(tc, registry, [](const std::string& origin) { return origin != "builtin"; });
 }
 
+namespace {
+std::mutex parent_fds_mutex;
+std::set<int>& parent_fds() {
+  static std::set<int> fds;
+  return fds;
+}
+}  // namespace
+
+void close_in_forked_cases(int fd) {
+  const std::lock_guard lock(parent_fds_mutex);
+  if (fd >= 0) parent_fds().insert(fd);
+}
+
+void keep_in_forked_cases(int fd) {
+  const std::lock_guard lock(parent_fds_mutex);
+  parent_fds().erase(fd);
+}
+
 CaseResult run_case_isolated(const contract::TestCase& tc, const kernels::Registry& registry, const RunOptions& options,
                              const IsolationOptions& isolation) {
   using clock = std::chrono::steady_clock;
@@ -151,6 +172,11 @@ CaseResult run_case_isolated(const contract::TestCase& tc, const kernels::Regist
   std::fflush(nullptr);
   const pid_t parent = ::getpid();
   const auto start = clock::now();
+  std::vector<int> parents_only;
+  {
+    const std::lock_guard lock(parent_fds_mutex);
+    parents_only.assign(parent_fds().begin(), parent_fds().end());
+  }
   const pid_t pid = ::fork();
   if (pid < 0) {
     const int err = errno;
@@ -160,6 +186,7 @@ CaseResult run_case_isolated(const contract::TestCase& tc, const kernels::Regist
   }
   if (pid == 0) {
     ::close(fds[0]);
+    for (const int fd : parents_only) ::close(fd);
     ::setpgid(0, 0);
     ::prctl(PR_SET_PDEATHSIG, SIGKILL);
     if (::getppid() != parent) ::_exit(120);  // the parent died before prctl
@@ -208,6 +235,13 @@ CaseResult collect_case(pid_t pid, int fd, std::chrono::steady_clock::time_point
       if (data.size() > kMaxMessage + kHeader) {
         oversized = true;
         break;
+      }
+      // The whole message is here: a helper process the kernel started (and that inherited
+      // the pipe) must not hold the case until its deadline waiting for an EOF (issue 53).
+      std::uint64_t length = 0;
+      if (data.size() >= kHeader && (std::memcpy(&length, data.data() + 1, sizeof length), data.size() - kHeader >= length)) {
+        data.resize(kHeader + length);
+        eof = true;
       }
     }
   }

@@ -44,6 +44,13 @@ bool any_kernel_from(const contract::TestCase& tc, const kernels::Registry& regi
 // ... comes from a plugin (or a Python file) rather than from kcert.
 bool kernels_from_plugin(const contract::TestCase& tc, const kernels::Registry& registry);
 
+// Descriptors a forked case must not inherit: the run's spool (a stray write of a kernel landed
+// in it, and a helper process the kernel left behind held its lock; issue 53). Its owner names
+// them while they are open; the child closes them before the case runs. Spawned workers start
+// without them (they are O_CLOEXEC).
+void close_in_forked_cases(int fd);
+void keep_in_forked_cases(int fd);
+
 // run_case in a forked child. Returns the child's result (its test case from as_run);
 // rethrows, as std::runtime_error with the same text, a std::exception the case threw
 // (as run_case would have); throws CaseAborted when the child ended without a result.

@@ -159,6 +159,8 @@ SpoolWriter::SpoolWriter(const std::string& path) : path_(path) {
   }
 }
 
+int SpoolWriter::fd() const { return file_ ? ::fileno(file_) : -1; }
+
 SpoolWriter::~SpoolWriter() {
   if (file_) std::fclose(file_);
 }

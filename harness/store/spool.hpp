@@ -48,6 +48,7 @@ class SpoolWriter {
   // One line, flushed and fsync'ed before returning.
   void append(const nlohmann::json& record);
   const std::string& path() const { return path_; }
+  int fd() const;  // its descriptor (for a forked child to close: it is the parent's)
 
  private:
   std::string path_;

@@ -10,6 +10,11 @@
 #include <cstdlib>
 #include <thread>
 
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <atomic>
+
 using kcert::kernels::KernelInputs;
 using kcert::kernels::ParamMap;
 using kcert::kernels::ParamSpec;
@@ -50,6 +55,27 @@ KCERT_PLUGIN_REGISTER(registry) {
   add(registry, "hostile_throw42", "throws an int", [](const KernelInputs&, const Precision&, const ParamMap&) -> torch::Tensor {
     throw 42;
   });
+  // Issue 53: a kernel that forks a helper (no exec) and returns at once. The helper writes a
+  // stray line into every regular file it inherited (the run's spool, under fork isolation)
+  // and sleeps holding the result pipe: the case was held to its deadline, and the stray line
+  // made the spool unreadable for upload.
+  add(registry, "hostile_helper", "forks a helper that writes to inherited files and sleeps",
+      [](const KernelInputs& in, const Precision& p, const ParamMap& params) -> torch::Tensor {
+        static std::atomic<bool> forked{false};
+        if (!forked.exchange(true)) {
+          if (::fork() == 0) {
+            for (int fd = 3; fd < 1024; ++fd) {
+              struct stat st {};
+              if (::fstat(fd, &st) == 0 && S_ISREG(st.st_mode)) {
+                [[maybe_unused]] const auto n = ::write(fd, "stray\n", 6);
+              }
+            }
+            ::sleep(30);
+            ::_exit(0);
+          }
+        }
+        return rmsnorm(in, p, params);
+      });
   add(registry, "hostile_hang", "never returns", [](const KernelInputs&, const Precision&, const ParamMap&) -> torch::Tensor {
     for (;;) std::this_thread::sleep_for(std::chrono::hours(1));
   });

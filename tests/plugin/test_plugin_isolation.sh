@@ -50,6 +50,7 @@ YAML
 }
 write_case ordinary_builtin fused_weight_fp32
 write_case plugin_ok hostile_ok plugin
+write_case plugin_helper hostile_helper plugin
 for bad in segv exit0 abort throw42 hang; do write_case "plugin_$bad" "hostile_$bad" plugin; done
 cp "$SRC/tests/cli/golden/inputs/alias_bomb.yaml" "$WORK/controls/alias_bomb.yaml"
 cp "$SRC/tests/cli/golden/inputs/invalid_utf8.yaml" "$WORK/controls/invalid_utf8.yaml"
@@ -68,6 +69,8 @@ for f in summary.md results.json html/index.html; do
   [[ -s $WORK/report/$f ]] || fail "report file $f missing: $(cat "$WORK/err.txt")"
 done
 ls "$WORK/home/spool/"*.jsonl >/dev/null || fail "no spool file"
+# The helper a kernel forked wrote into no file of the run (the spool stays uploadable).
+! grep -l stray "$WORK/home/spool/"*.jsonl || fail "a kernel's helper wrote into the spool"
 
 # 2. Each bad case is an ERROR with its reason; the ordinary cases ran and PASSed.
 python3 - "$WORK/report/results.json" "$WORK/controls" <<'PY'
@@ -92,17 +95,17 @@ for id, reason in want.items():
         problems.append(f"{id}: no result (have {sorted(by_id)})")
     elif r["verdict"] != "ERROR" or reason not in r.get("error", ""):
         problems.append(f"{id}: {r['verdict']}: {r.get('error')!r} lacks {reason!r}")
-for id in ("ordinary_builtin", "plugin_ok"):
+for id in ("ordinary_builtin", "plugin_ok", "plugin_helper"):
     r = by_id.get(id)
     if r is None or r["verdict"] != "PASS" or r["replicates"] < 64:
         problems.append(f"{id} did not run and PASS: {r and (r['verdict'], r.get('error'))}")
 if by_id.get("plugin_ok", {}).get("production", {}).get("version") != "hostile_kernels@1.0.0":
     problems.append("plugin_ok's production is not the plugin's kernel")
-if len(by_id) != 9:
-    problems.append(f"expected 9 results, got {len(by_id)}")
+if len(by_id) != 10:
+    problems.append(f"expected 10 results, got {len(by_id)}")
 if problems:
     sys.exit("\n".join(problems))
-print("9 results: 7 ERRORs with their reasons, 2 PASS")
+print("10 results: 7 ERRORs with their reasons, 3 PASS")
 PY
 summary=$(cat "$WORK/report/summary.md")
 expect_contains "$summary" "plugin_segv: harness error: plugin kernel killed by SIGSEGV"
