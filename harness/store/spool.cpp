@@ -225,6 +225,10 @@ void check_spool_record(const nlohmann::json& j) {
     if (j.contains("shard_count") && !(j.at("shard_count").is_number_integer() && j.at("shard_count").get<long long>() >= 1 &&
                                        j.at("shard_count").get<long long>() <= 100000))
       fail("shard_count", "an integer from 1");
+    // A shard of a run has an index below the run's shard count (issue 53: `shard_index 9` of
+    // 1 was uploaded, a shard the run could never finish).
+    if (j.value("shard_index", 0LL) >= j.value("shard_count", 1LL))
+      fail("shard_index", "below shard_count (" + std::to_string(j.value("shard_count", 1LL)) + ")");
   } else if (type == "result") {
     str(j, "", "environment");
     const auto& tc = at(j, "", "testcase");

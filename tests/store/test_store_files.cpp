@@ -62,6 +62,24 @@ TEST_CASE("a torn last spool line is skipped with its line number, and a bad mid
   std::remove(path.c_str());
 }
 
+TEST_CASE("a run record's shard index is below its shard count", "[store]") {
+  // Issue 53: `shard_index 9` of 1 was uploaded, a shard its run could never finish.
+  const std::string path = "/tmp/kcert-test-spool-shard.jsonl";
+  const nlohmann::json run = {{"type", "run"}, {"run_id", "r"}, {"started_at", "2026-12-01T00:00:00Z"}, {"kcert_version", "0"},
+                              {"environment", {{"fingerprint", "f"}, {"identity", nlohmann::json::object()}}}};
+  for (const auto& [index, count, ok] : {std::tuple{0, 1, true}, std::tuple{1, 2, true}, std::tuple{9, 1, false}, std::tuple{2, 2, false}}) {
+    std::remove(path.c_str());
+    auto r = run;
+    r["shard_index"] = index;
+    r["shard_count"] = count;
+    std::ofstream(path) << r.dump() << "\n";
+    INFO(index << " of " << count);
+    if (ok) CHECK(kcert::store::read_spool(path).records.size() == 1);
+    else CHECK_THROWS_WITH(kcert::store::read_spool(path), Catch::Contains("shard_index: expected below shard_count"));
+  }
+  std::remove(path.c_str());
+}
+
 TEST_CASE("a write cut short by the disk is an error naming the bytes and the OS reason, and leaves no file",
           "[store]") {
   // RLIMIT_FSIZE stands in for a full disk: write() fails with EFBIG at 4096 bytes, as it
