@@ -140,7 +140,7 @@ struct TestCase {
   std::string profile;  // the profile applied ("" = contract shapes)
   std::vector<std::string> profiles;  // profiles the file defines
   std::vector<std::string> plugins;   // plugin libraries the file asks for, as written
-  std::vector<std::string> python;    // Python kernel files the file asks for, as written
+  std::vector<std::string> python;    // Python kernel files the file asks for, resolved against its folder
   // The stored calibration whose warn_K / fail_K the variance gate uses ("" = the case's
   // own settings, by default method.md's defaults). Set by `kcert nightly`, not by YAML.
   std::string calibration;

@@ -336,11 +336,7 @@ void describe_python_file(const std::string& path, const PythonRoute& route, ker
 
 std::vector<std::string> python_files_of(const contract::TestCase& tc) {
   std::vector<std::string> out;
-  const auto base = fs::path(tc.source).parent_path();
-  for (const auto& p : tc.python) {
-    const fs::path f(p);
-    out.push_back(canonical((f.is_absolute() ? f : base / f).lexically_normal().string()));
-  }
+  for (const auto& p : tc.python) out.push_back(canonical(p));  // the loader resolved them
   return out;
 }
 

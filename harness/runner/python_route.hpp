@@ -39,7 +39,7 @@ PythonRoute find_python_route();
 void describe_python_file(const std::string& path, const PythonRoute& route, kernels::Registry& registry,
                           const std::function<void(const std::string&)>& note);
 
-// The case's `python:` files, resolved against its file's folder and made canonical.
+// The case's `python:` files (the loader resolved them against its file's folder), canonical.
 std::vector<std::string> python_files_of(const contract::TestCase& tc);
 
 // Whether this process knows the file's variants: described (stand-ins) or imported in

@@ -706,8 +706,8 @@ TestCase read_document(const Reader& r, YAML::Node doc, const FamilySchemas& fam
     tc.plugins = r.string_list(pl, "plugins");
   }
   if (const auto py = doc["python"]) {
-    // Described by the command before validation (see python_paths); recorded here as given.
-    tc.python = r.string_list(py, "python");
+    // Described by the command before validation (see python_paths); recorded resolved.
+    for (const auto& f : r.string_list(py, "python")) tc.python.push_back(resolved_against(tc.source, f));
   }
   if (const auto m = doc["math_modes"]) {
     r.check_keys(m, "math_modes", numerics::math_mode_names());
@@ -1168,6 +1168,12 @@ TestCase load_testcase(const std::string& path, const FamilySchemas& families, c
   return load_testcases(path, families, profile).front();
 }
 
+std::string resolved_against(const std::string& case_path, const std::string& named) {
+  namespace fs = std::filesystem;
+  const fs::path p(named);
+  return (p.is_absolute() ? p : fs::path(case_path).parent_path() / p).lexically_normal().string();
+}
+
 namespace {
 // The files a case names under `key` (plugins:, python:), resolved against its folder.
 std::vector<std::string> code_paths(const std::string& path, const char* key) {
@@ -1178,11 +1184,9 @@ std::vector<std::string> code_paths(const std::string& path, const char* key) {
     // not crash or block here either, before the full load reports it.
     const YAML::Node doc = parse_yaml(read_case_file(path), path);
     if (!doc.IsMap() || !doc[key] || !doc[key].IsSequence()) return out;
-    const auto base = fs::path(path).parent_path();
     for (const auto& n : doc[key]) {
       if (!n.IsScalar()) continue;  // the full load reports the type error with its position
-      const fs::path p(n.Scalar());
-      out.push_back((p.is_absolute() ? p : base / p).lexically_normal().string());
+      out.push_back(resolved_against(path, n.Scalar()));
     }
   } catch (const std::exception&) {
     // Syntax errors are reported by the full load, with file:line:col.

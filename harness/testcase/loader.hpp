@@ -49,6 +49,8 @@ std::vector<std::string> plugin_paths(const std::string& path);
 // The Python kernel files a case file names under `python:` (run in `python -m kcert`
 // workers: runner/python_route.hpp), resolved the same way.
 std::vector<std::string> python_paths(const std::string& path);
+// `named` (a file a case names) resolved against the folder of the case file `case_path`.
+std::string resolved_against(const std::string& case_path, const std::string& named);
 
 // Expands directories (recursively, *.yaml and *.yml) and keeps files as given; sorted
 // within each directory. A link inside a directory is listed, not followed (its load then
