@@ -26,6 +26,11 @@ kcert_torch_select
 BUILD="${KCERT_BUILD_DIR:-$ROOT/$KCERT_TORCH_BUILD}"
 cmake -S "$ROOT" -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo "${KCERT_TORCH_CMAKE_ARGS[@]}" >/dev/null
 cmake --build "$BUILD" --parallel "$(nproc)" --target kcert
+# The man pages (help2man, from the --help texts) are built with the binary, so that
+# `cmake --install` installs them; a build without help2man has no such target.
+if [[ -f $BUILD/build.ninja ]] && grep -q '^build kcert_man_pages:' "$BUILD/build.ninja"; then
+  cmake --build "$BUILD" --target kcert_man_pages >/dev/null
+fi
 # The controls whose reference is transformers' own module (testcases/python/hf_references.py)
 # run in `python -m kcert` workers where this build has the Python module (python/interpreter
 # beside the binary); elsewhere they are SKIPped with the reason.

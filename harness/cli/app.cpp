@@ -68,7 +68,7 @@ int run_command_line(int argc, char** argv, const FrontEnd& front_end) {
   std::vector<std::string> python_files;
   app.add_option("--python", python_files,
                  "a Python file of kernels (@kcert.variant, docs/python.md); repeatable. Its variants are described "
-                 "by a Python with the kcert package (KCERT_PYTHON, else the one this build's module is for) and its "
+                 "by a Python with the kcert package (KCERT_WORKER_PYTHON, else the one this build's module is for) and its "
                  "cases run in `python -m kcert` workers. The same trust rule as a plugin");
 
   std::string isolation = "plugins";

@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <spawn.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -20,6 +21,7 @@
 #include "harness/cli/exit_codes.hpp"
 #include "harness/cli/khat_reader.hpp"
 #include "harness/cli/report.hpp"
+#include "harness/cli/terminal_text.hpp"
 #include "harness/engine/isolated.hpp"
 #include "eval/falsifiability.hpp"
 #include "harness/stats/format.hpp"
@@ -155,7 +157,9 @@ class DataFile {
 // link: the .gp file beside the plots is for people to rerun, and what gnuplot runs is the
 // text kcert made, whoever renames files in the folder meanwhile (issue 53: a swapped .gp ran
 // its system() as root).
-bool run_gnuplot(const fs::path& dir, const std::string& script, std::string& why) {
+// `log` names the file in that folder that takes gnuplot's output (one per control, beside its
+// .gp script).
+bool run_gnuplot(const fs::path& dir, const std::string& script, const std::string& log, std::string& why) {
   const std::string folder = dir.empty() ? "." : dir.string();
   const int dir_fd = ::open(folder.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
   if (dir_fd < 0) {
@@ -168,17 +172,47 @@ bool run_gnuplot(const fs::path& dir, const std::string& script, std::string& wh
     ::close(dir_fd);
     return false;
   }
+  // gnuplot's own words (warnings about a series, its errors) go to the log in the plots
+  // folder, not to the console of a nightly (issue 32); an empty log is removed.
+  const int log_fd = ::openat(dir_fd, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644);
+  if (log_fd < 0) {
+    why = "gnuplot could not be started in " + folder + ": " + log + ": " + std::strerror(errno);
+    ::close(in[0]);
+    ::close(in[1]);
+    ::close(dir_fd);
+    return false;
+  }
   pid_t pid = 0;
   char* argv[] = {const_cast<char*>("gnuplot"), nullptr};
   posix_spawn_file_actions_t actions;
   posix_spawn_file_actions_init(&actions);
   posix_spawn_file_actions_adddup2(&actions, in[0], STDIN_FILENO);
+  posix_spawn_file_actions_adddup2(&actions, log_fd, STDOUT_FILENO);
+  posix_spawn_file_actions_adddup2(&actions, log_fd, STDERR_FILENO);
   posix_spawn_file_actions_addfchdir_np(&actions, dir_fd);
   const int rc = posix_spawnp(&pid, "gnuplot", &actions, nullptr, argv, environ);
   posix_spawn_file_actions_destroy(&actions);
   ::close(in[0]);
-  ::close(dir_fd);
+  // After the run: the log's last line for a failure, and an empty log removed.
+  auto finish_log = [&]() {
+    std::string last;
+    struct stat st {};
+    if (::fstat(log_fd, &st) == 0 && st.st_size > 0) {
+      const off_t from = st.st_size > 4096 ? st.st_size - 4096 : 0;
+      std::string tail(static_cast<std::size_t>(st.st_size - from), '\0');
+      const ssize_t n = ::pread(log_fd, tail.data(), tail.size(), from);
+      tail.resize(n > 0 ? static_cast<std::size_t>(n) : 0);
+      while (!tail.empty() && (tail.back() == '\n' || tail.back() == '\r')) tail.pop_back();
+      last = tail.substr(tail.find_last_of('\n') == std::string::npos ? 0 : tail.find_last_of('\n') + 1);
+    } else {
+      ::unlinkat(dir_fd, log.c_str(), 0);
+    }
+    ::close(log_fd);
+    ::close(dir_fd);
+    return last;
+  };
   if (rc != 0) {
+    finish_log();
     ::close(in[1]);
     why = rc == ENOENT ? "gnuplot is not installed (apt-get install gnuplot-nox); the pages carry the numbers without plots"
                        : "gnuplot could not be started in " + folder + ": " + std::strerror(rc);
@@ -190,8 +224,10 @@ bool run_gnuplot(const fs::path& dir, const std::string& script, std::string& wh
   int status = 0;
   while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
   }
+  const std::string last = finish_log();
   if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
     why = "gnuplot failed on the plots of " + folder;
+    if (!last.empty()) why += " (" + terminal_safe(last) + "; the whole of it in " + log + ")";
     return false;
   }
   return true;
@@ -552,7 +588,7 @@ HtmlReportSummary write_html_report(const HtmlReportInput& input, const fs::path
     const fs::path script = out / "plots" / (stem + ".gp");
     store::write_text_file(script.string(), gp.str());
     std::string why;
-    bool drawn = plots_ok && run_gnuplot(out / "plots", gp.str(), why);
+    bool drawn = plots_ok && run_gnuplot(out / "plots", gp.str(), stem + "-gnuplot.log", why);
     if (!drawn && plots_ok) {
       if (why.rfind("gnuplot is not installed", 0) == 0) {
         plots_ok = false;  // no point trying again for every control

@@ -26,7 +26,7 @@ struct PythonRoute {
   std::vector<std::string> imported;
 };
 
-// The kcert binary's route: $KCERT_PYTHON (an interpreter whose `import kcert` works), else the
+// The kcert binary's route: $KCERT_WORKER_PYTHON (an interpreter whose `import kcert` works), else the
 // interpreter the build's module was made for (<binary's folder>/python/interpreter, run with
 // that folder on PYTHONPATH), else the installed one (<binary's folder>/../share/kcert/
 // python-interpreter, written by `cmake --install`).

@@ -19,10 +19,15 @@ for c in $commands; do
   [[ -s $page ]] || fail "no man page for '$c' ($page)"
   grep -q "^\.TH KCERT-${c^^} \"1\"" "$page" || fail "$page: title is not KCERT-${c^^}"
   # Every long option of the command's --help appears in its page.
+  # (The page is read whole first: grep -q leaving a pipeline early would kill its writer.)
+  text=$(sed 's/\\-/-/g' "$page")
   for opt in $(KCERT_NO_REEXEC=1 "$KCERT" "$c" --help | grep -oE '^  (-[a-zA-Z],)?--[a-z][a-z0-9-]*' | sed -E 's/^  (-[a-zA-Z],)?//'); do
-    sed 's/\\-/-/g' "$page" | grep -q -- "$opt" || fail "$page lacks $opt"
+    grep -q -- "$opt" <<<"$text" || fail "$page lacks $opt"
   done
   grep -q '^.BR kcert-run (1)' "$page" || fail "$page: no SEE ALSO"
+  for section in '"EXIT STATUS"' ENVIRONMENT FILES; do
+    grep -q "^\.SH $section\$" "$page" || fail "$page: no $section section"
+  done
 done
 [[ $(ls "$BUILD"/man/*.1 | wc -l) -eq $(( $(wc -w <<<"$commands") + 1 )) ]] || fail "stray pages in $BUILD/man"
 
@@ -45,4 +50,28 @@ expect "--profile" "$KCERT" --threads 2 suite --pro      # a global option's val
 expect "smoke" "$KCERT" run testcases --profile ""       # profiles from the case files
 expect "--quiet" "$KCERT" run --json out.json --qu
 expect "--help" "$KCERT" db migrate --
+expect "n1_gemma_rmsnorm_offset_bf16 n1_gemma_rmsnorm_offset_bf16_transformers" "$KCERT" history n1_gemma  # case ids
+expect "rmsnorm" "$KCERT" list rms                        # families
+home=$(mktemp -d)
+trap 'rm -rf "$home"' EXIT
+mkdir -p "$home/spool" "$home/reports/20261201T010203Z-0badc0de"
+: >"$home/spool/20261202T010203Z-1a2b3c4d-shard2.jsonl"
+got=$(KCERT_HOME=$home complete_words "$KCERT" db abandon 2026)
+[[ $got == "20261202T010203Z-1a2b3c4d 20261201T010203Z-0badc0de" ]] || fail "run ids: got '$got'"
+
+# The texts are cached per binary, on disk: a new shell's TAB runs no kcert at all, and a
+# rebuilt binary (other size or time) is asked again. A wrapper counts kcert's runs.
+wrapper=$home/bin/kcert
+mkdir -p "$home/bin"
+printf '#!/bin/sh\necho run >>"%s"\nexec "%s" "$@"\n' "$home/calls" "$KCERT" >"$wrapper"
+chmod +x "$wrapper"
+export XDG_CACHE_HOME=$home/cache
+[[ $(complete_words "$wrapper" run --json out.json --qu) == --quiet ]] || fail "completion through the wrapper"
+first=$(wc -l <"$home/calls")
+(( first >= 2 )) || fail "expected the first TAB to read kcert's texts, it ran kcert $first times"
+[[ $(complete_words "$wrapper" run --json out.json --qu) == --quiet ]] || fail "completion from the cache"
+[[ $(wc -l <"$home/calls") -eq $first ]] || fail "a second shell's TAB ran kcert again ($(wc -l <"$home/calls") runs after $first)"
+touch -d '2001-01-01' "$wrapper"
+complete_words "$wrapper" run --qu >/dev/null
+(( $(wc -l <"$home/calls") > first )) || fail "a changed binary was not asked again"
 echo "ok: $(wc -w <<<"$commands") man pages and completion"

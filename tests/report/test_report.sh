@@ -58,4 +58,19 @@ diff <(grep -v "History needs" "$page") <(grep -v "History needs" again/n1_gemma
   fail "kcert report's page differs from the nightly's"
 cmp -s night/html/plots/n1_gemma_rmsnorm_offset_bf16-tail.svg again/plots/n1_gemma_rmsnorm_offset_bf16-tail.svg ||
   fail "kcert report's tail plot differs from the nightly's"
+# gnuplot's own messages go to a log beside the control's script, not to the console. The
+# real gnuplot draws; a wrapper in front of it on PATH adds a warning of its own.
+real_gnuplot=$(command -v gnuplot)
+mkdir -p shim
+printf '#!/bin/sh\necho "planted gnuplot warning" >&2\nexec "%s" "$@"\n' "$real_gnuplot" >shim/gnuplot
+chmod +x shim/gnuplot
+PATH=$work/shim:$PATH "$kcert" report night --no-db --out loud >loud.txt 2>loud.err || { cat loud.err >&2; fail "kcert report with a warning gnuplot"; }
+grep -q "planted" loud.txt loud.err && fail "gnuplot's warning reached the console"
+grep -q "planted gnuplot warning" loud/plots/n1_gemma_rmsnorm_offset_bf16-gnuplot.log || fail "gnuplot's warning is not in the control's log"
+cmp -s loud/plots/n1_gemma_rmsnorm_offset_bf16-tail.svg again/plots/n1_gemma_rmsnorm_offset_bf16-tail.svg || fail "the plots differ under the wrapper"
+grep -E 'line [0-9]+: (warning|error)' err.txt report.txt && fail "gnuplot's messages reached the nightly's console"
+for log in again/plots/*-gnuplot.log; do
+  [[ ! -e $log || -s $log ]] || fail "an empty gnuplot log was left: $log"
+done
+
 echo "report test passed: $(du -sh night/html | cut -f1) for $(ls night/html/*.html | wc -l) pages and $(ls night/html/plots/*.svg | wc -l) plots"
