@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <iostream>
 #include <map>
 #include <memory>
@@ -9,6 +10,7 @@
 
 #include "harness/cli/exit_codes.hpp"
 #include "harness/cli/flag_checks.hpp"
+#include "harness/cli/suggest.hpp"
 #include "harness/cli/terminal_text.hpp"
 #include "harness/store/postgres.hpp"
 #include "harness/store/spool.hpp"
@@ -45,6 +47,28 @@ std::string csv_field(const std::string& s) {
 
 bool flagged(const store::HistoryRow& r) {
   return r.kind == "negative" ? r.detected.value_or(false) : r.false_alarm.value_or(false);
+}
+
+// A history with no rows for an id the database has never stored is a typo or a case that
+// never ran here: an error (exit 2) that names the closest stored ids, not an empty table.
+void unknown_case_check(store::ResultStore& s, const std::string& case_id) {
+  std::vector<std::string> ids;
+  try {
+    ids = s.case_ids();
+  } catch (const std::exception& e) {
+    throw InputError(std::string("history query failed: ") + e.what());
+  }
+  if (std::find(ids.begin(), ids.end(), case_id) != ids.end()) return;  // stored, just not under these filters
+  std::string message = "no stored results for case '" + terminal_safe(case_id) + "' in " + s.describe();
+  const auto near = closest(case_id, ids);
+  if (!near.empty()) {
+    message += "; did you mean ";
+    for (std::size_t i = 0; i < near.size(); ++i) message += (i ? ", " : "") + terminal_safe(near[i]);
+    message += "?";
+  } else {
+    message += fmt::format(" ({} case id(s) stored; a case id is the `id:` of its case file)", ids.size());
+  }
+  throw InputError(message);
 }
 
 }  // namespace
@@ -144,6 +168,7 @@ void register_db_commands(CLI::App& app) {
     } catch (const std::exception& e) {
       throw InputError(std::string("history query failed: ") + e.what());
     }
+    if (rows.empty()) unknown_case_check(s, h->q.case_id);
     // Verdict changes within an environment, in time order.
     std::map<std::string, std::string> last_by_env;
     std::vector<bool> changed(rows.size(), false);
@@ -171,7 +196,8 @@ void register_db_commands(CLI::App& app) {
                                {"U", r.variance_u ? nlohmann::json(*r.variance_u) : nlohmann::json(nullptr)},
                                {"max_abs_z", r.max_abs_z ? nlohmann::json(*r.max_abs_z) : nlohmann::json(nullptr)},
                                {"flagged", flagged(r)}, {"verdict_changed", static_cast<bool>(changed[i])},
-                               {"reference_version", r.reference_version}, {"production_version", r.production_version}});
+                               {"reference_version", r.reference_version}, {"production_version", r.production_version},
+                               {"profile", r.profile}, {"replicates", r.replicates}, {"kcert_version", r.kcert_version}});
       }
       out["first_" + std::string(event == "detection" ? "detection" : "false_alarm")] = first ? nlohmann::json(first->run_id) : nlohmann::json(nullptr);
       out["last_" + std::string(event == "detection" ? "detection" : "false_alarm")] = last ? nlohmann::json(last->run_id) : nlohmann::json(nullptr);
@@ -180,35 +206,42 @@ void register_db_commands(CLI::App& app) {
     }
     if (h->format == "csv") {
       std::cout << "started_at,run_id,environment,cpu_model,gpu,torch_version,verdict,algebra,bias,variance,U,max_abs_z,"
-                   "flagged,verdict_changed,reference_version,production_version\n";
+                   "flagged,verdict_changed,reference_version,production_version,profile,replicates,kcert_version\n";
       for (std::size_t i = 0; i < rows.size(); ++i) {
         const auto& r = rows[i];
-        std::cout << fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n", r.started_at, csv_field(r.run_id),
+        std::cout << fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n", r.started_at, csv_field(r.run_id),
                                  r.fingerprint, csv_field(r.cpu_model), csv_field(r.gpu), r.torch_version, r.verdict,
                                  r.algebra, r.bias, r.variance, r.variance_u ? fmt::format("{}", *r.variance_u) : "",
                                  r.max_abs_z ? fmt::format("{}", *r.max_abs_z) : "", flagged(r) ? "true" : "false",
                                  changed[i] ? "true" : "false", csv_field(r.reference_version),
-                                 csv_field(r.production_version));
+                                 csv_field(r.production_version), csv_field(r.profile), r.replicates, csv_field(r.kcert_version));
       }
       return;
     }
-    std::cout << fmt::format("history of {} ({} run(s))\n", h->q.case_id, rows.size());
-    std::cout << fmt::format("{:<20}  {:<26}  {:<16}  {:<7} {:<7} {:<7} {:<8} {:>9} {:>8}  {}\n", "started (UTC)", "run",
-                             "environment", "verdict", "algebra", "bias", "variance", "U", "max |z|", "");
+    // Stored texts reach the terminal only through terminal_safe (a run id or a CPU model is
+    // whatever the writer sent).
+    const auto safe = [](const std::string& t) { return terminal_safe(t); };
+    std::cout << fmt::format("history of {} ({} run(s))\n", safe(h->q.case_id), rows.size());
+    std::cout << fmt::format("{:<20}  {:<26}  {:<16}  {:<8} {:>7} {:<8}  {:<7} {:<7} {:<7} {:<8} {:>9} {:>8}  {}\n",
+                             "started (UTC)", "run", "environment", "profile", "R", "kcert", "verdict", "algebra", "bias",
+                             "variance", "U", "max |z|", "");
     for (std::size_t i = 0; i < rows.size(); ++i) {
       const auto& r = rows[i];
-      std::cout << fmt::format("{:<20}  {:<26}  {:<16}  {:<7} {:<7} {:<7} {:<8} {:>9} {:>8}  {}\n", r.started_at,
-                               r.run_id.substr(0, 26), r.fingerprint, r.verdict, gate_text(r.algebra), gate_text(r.bias), gate_text(r.variance),
+      std::cout << fmt::format("{:<20}  {:<26}  {:<16}  {:<8} {:>7} {:<8}  {:<7} {:<7} {:<7} {:<8} {:>9} {:>8}  {}\n",
+                               safe(r.started_at), safe(r.run_id.substr(0, 26)), safe(r.fingerprint),
+                               r.profile.empty() ? "-" : safe(r.profile), r.replicates, safe(r.kcert_version), safe(r.verdict),
+                               safe(gate_text(r.algebra)), safe(gate_text(r.bias)), safe(gate_text(r.variance)),
                                opt(r.variance_u), opt(r.max_abs_z), changed[i] ? "<- verdict changed" : "");
     }
     std::map<std::string, const store::HistoryRow*> envs;
     for (const auto& r : rows) envs[r.fingerprint] = &r;
     for (const auto& [fp, r] : envs) {
-      std::cout << fmt::format("  environment {}: {} | GPU {} | LibTorch {} | kernels {} / {}\n", fp, r->cpu_model,
-                               r->gpu, r->torch_version, r->reference_version, r->production_version);
+      std::cout << fmt::format("  environment {}: {} | GPU {} | LibTorch {} | kernels {} / {}\n", safe(fp), safe(r->cpu_model),
+                               safe(r->gpu), safe(r->torch_version), safe(r->reference_version), safe(r->production_version));
     }
-    std::cout << fmt::format("first {}: {}\nlast {}: {}\n", event, first ? first->started_at + " (" + first->run_id + ")" : "never",
-                             event, last ? last->started_at + " (" + last->run_id + ")" : "never");
+    std::cout << fmt::format("first {}: {}\nlast {}: {}\n", event,
+                             first ? safe(first->started_at + " (" + first->run_id + ")") : "never", event,
+                             last ? safe(last->started_at + " (" + last->run_id + ")") : "never");
   });
 }
 

@@ -466,13 +466,13 @@ std::vector<HistoryRow> ResultStore::history(const HistoryQuery& q) {
   return guarded(*conn_, conn_->watchdog, conn_->statement_timeout, [&]() -> std::vector<HistoryRow> {
     pqxx::work w(*conn_);
     const auto rows = pq::exec_params(w, 
-        "SELECT to_char(started_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"'), run_id, fingerprint, "
-        " coalesce(cpu_model, ''), coalesce(gpu, ''), coalesce(torch_version, ''), verdict, algebra_verdict, bias_verdict, "
-        " variance_verdict, variance_u, max_abs_z, detected, false_alarm, kind, reference_version, production_version, "
-        " coalesce(calibration, '') "
-        "FROM detection_history WHERE case_id = $1 AND ($2 = '' OR fingerprint = $2) "
-        " AND ($3 = '' OR cpu_model ILIKE '%' || $3 || '%' OR gpu ILIKE '%' || $3 || '%') "
-        " AND ($4 = '' OR started_at >= $4::timestamptz) ORDER BY started_at, run_id",
+        "SELECT to_char(d.started_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"'), d.run_id, d.fingerprint, "
+        " coalesce(d.cpu_model, ''), coalesce(d.gpu, ''), coalesce(d.torch_version, ''), d.verdict, d.algebra_verdict, "
+        " d.bias_verdict, d.variance_verdict, d.variance_u, d.max_abs_z, d.detected, d.false_alarm, d.kind, "
+        " d.reference_version, d.production_version, coalesce(d.calibration, ''), ru.profile, ru.kcert_version, d.replicates "
+        "FROM detection_history d JOIN run ru ON ru.id = d.run_id WHERE d.case_id = $1 AND ($2 = '' OR d.fingerprint = $2) "
+        " AND ($3 = '' OR d.cpu_model ILIKE '%' || $3 || '%' OR d.gpu ILIKE '%' || $3 || '%') "
+        " AND ($4 = '' OR d.started_at >= $4::timestamptz) ORDER BY d.started_at, d.run_id",
         q.case_id, q.environment, q.hardware, q.since);
     std::vector<HistoryRow> out;
     for (const auto& row : rows) {
@@ -495,8 +495,20 @@ std::vector<HistoryRow> ResultStore::history(const HistoryQuery& q) {
       h.reference_version = row[15].c_str();
       h.production_version = row[16].c_str();
       h.calibration = row[17].c_str();
+      h.profile = row[18].c_str();
+      h.kcert_version = row[19].c_str();
+      h.replicates = row[20].as<std::int64_t>();
       out.push_back(std::move(h));
     }
+    return out;
+  });
+}
+
+std::vector<std::string> ResultStore::case_ids() {
+  return guarded(*conn_, conn_->watchdog, conn_->statement_timeout, [&]() -> std::vector<std::string> {
+    pqxx::work w(*conn_);
+    std::vector<std::string> out;
+    for (const auto& row : w.exec("SELECT DISTINCT case_id FROM testcase ORDER BY 1")) out.emplace_back(row[0].c_str());
     return out;
   });
 }

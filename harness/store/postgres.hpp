@@ -5,6 +5,7 @@
 // messages: targets are described by user, host, port and database only.
 #include <nlohmann/json.hpp>
 
+#include <cstdint>
 #include <map>
 #include <memory>
 #include <optional>
@@ -54,6 +55,8 @@ struct HistoryRow {
   std::optional<double> variance_u, max_abs_z;
   std::optional<bool> detected, false_alarm;
   std::string kind, reference_version, production_version, calibration;
+  std::string profile, kcert_version;  // of the run
+  std::int64_t replicates = 0;
 };
 
 // A run as the database knows it (for closing shards and comparing nights).
@@ -108,6 +111,8 @@ class ResultStore {
   void store_finish(const nlohmann::json& finish_record);
 
   std::vector<HistoryRow> history(const HistoryQuery& query);
+  // Every case id with a stored result, sorted (to suggest one for an id with none).
+  std::vector<std::string> case_ids();
 
   std::optional<RunSummary> run_summary(const std::string& run_id);
   // Runs still marked `running` (a killed or interrupted run stays so), oldest first.

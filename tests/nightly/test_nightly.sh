@@ -78,6 +78,16 @@ grep -q "shard 1/3 of run partial has already reported" "$work/err.txt" || fail 
 # kcert history's JSON follows its schema (docs/schema/kcert-history-1.schema.json).
 "$kcert" history n1_gemma_rmsnorm_offset_bf16 --format json | "$py" "$src/tests/cli/validate_json.py" kcert-history-1.schema.json - >/dev/null ||
   fail "history JSON does not validate"
+# Its table names each run's profile, R and kcert version; a mistyped case id is an error
+# (exit 2) with the stored ids closest to it, not an empty table.
+expect_status 0 "$kcert" history n1_gemma_rmsnorm_offset_bf16
+grep -qE '^started \(UTC\) +run +environment +profile +R +kcert ' "$work/out.txt" || fail "history table lacks profile, R and kcert columns"
+grep -qE ' smoke +[0-9]+ +0\.[0-9]' "$work/out.txt" || fail "history rows lack the run's profile, R and kcert version"
+expect_status 2 "$kcert" history n1_gemma_rmsnorm_ofset_bf16
+grep -q "no stored results for case 'n1_gemma_rmsnorm_ofset_bf16'.*did you mean n1_gemma_rmsnorm_offset_bf16?" "$work/err.txt" ||
+  fail "an unknown case id must be refused with the closest stored one"
+expect_status 0 "$kcert" history n1_gemma_rmsnorm_offset_bf16 --since 2999-01-01
+grep -q "(0 run(s))" "$work/out.txt" || fail "a stored case filtered to nothing is an empty history, not an error"
 
 # 3b. A run left running (the split run above has one shard of two) is listed by db status
 # and closed by db abandon; abandoning it twice is refused.
