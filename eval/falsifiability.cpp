@@ -56,6 +56,11 @@ ControlOutcome outcome(const engine::CaseResult& r) {
   o.dynamo_fp64 = r.baselines.dynamo_fp64.flagged;
   o.unexpected = r.unexpected;
   o.expected_condition = r.testcase.expected.condition;
+  if (r.ran()) {
+    o.replicates = r.bias.replicates;
+    const double z = std::max(r.bias.signed_statistic.max_abs_z, r.bias.magnitude_statistic.max_abs_z);
+    if (std::isfinite(z)) o.max_abs_z = z;
+  }
   if (std::isfinite(r.variance.tail.U)) o.variance_u = r.variance.tail.U;
   if (r.variance.tail.mode == stats::TailMode::fitted && std::isfinite(r.variance.tail.se)) o.variance_se = r.variance.tail.se;
   o.short_evidence = r.ran() && !r.nonfinite && r.variance.verdict == Verdict::pass && !r.variance.evidence.reaches_horizon;
@@ -152,6 +157,13 @@ ControlOutcome outcome_from_document(const nlohmann::json& d) {
   for (const auto& u : d.value("unexpected", nlohmann::json::array())) o.unexpected.push_back(u.get<std::string>());
   if (d.contains("expected") && d.at("expected").is_object()) o.expected_condition = d.at("expected").value("condition", "");
   o.variance_u = finite_number(g.at("variance"), "U");
+  if (g.at("bias").contains("replicates") && g.at("bias").at("replicates").is_number_unsigned())
+    o.replicates = g.at("bias").at("replicates").get<std::uint64_t>();
+  for (const char* statistic : {"signed", "magnitude"}) {
+    if (!g.at("bias").contains(statistic)) continue;
+    if (const auto z = finite_number(g.at("bias").at(statistic), "max_abs_z"))
+      o.max_abs_z = std::max(o.max_abs_z.value_or(0.0), *z);
+  }
   const auto& tail = g.at("variance").value("tail", nlohmann::json::object());
   if (tail.value("mode", "") == "fitted") o.variance_se = finite_number(tail, "se");
   const auto& v = g.at("variance");

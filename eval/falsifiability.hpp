@@ -76,6 +76,8 @@ struct ControlOutcome {
   bool assert_close = false, flash_attention = false, dynamo_fp64 = false;
   std::vector<std::string> unexpected;  // against the YAML expectation
   std::string expected_condition;       // the `expected_on` condition judged by ("" = `expected`)
+  std::uint64_t replicates = 0;         // R of the bias gate (0: not run)
+  std::optional<double> max_abs_z;      // the bias gate's largest |z| over both statistics; nullopt when not finite
   std::optional<double> variance_u;     // U; nullopt when +inf or undefined
   std::optional<double> variance_se;    // the bootstrap se of r_T, when a tail was fitted
   bool short_evidence = false;          // a variance PASS whose evidence does not reach the horizon

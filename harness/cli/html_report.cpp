@@ -745,10 +745,19 @@ HtmlReportSummary write_html_report(const HtmlReportInput& input, const fs::path
   } else {
     body << "<p>" << badge("PASS") << " every control behaved as expected.</p>\n";
   }
-  body << "<h2>Since the last run</h2>\n<p>" << esc(text(doc, "previous")) << "</p><ul>";
-  for (const auto& c : doc.value("changes", nlohmann::json::array()))
+  body << "<h2>Since the last run</h2>\n<p>" << esc(text(doc, "previous")) << "</p>";
+  const auto baselines = doc.value("baselines", nlohmann::json::array());
+  if (!baselines.empty()) {
+    body << "<p>Compared against:</p><ul>";
+    for (const auto& b : baselines) body << "<li>" << esc(b.get<std::string>()) << "</li>";
+    body << "</ul>";
+  }
+  const auto changes = doc.value("changes", nlohmann::json::array());
+  body << "<ul>";
+  for (const auto& c : changes)
     body << "<li>" << (c.value("alarming", false) ? "<b>" : "") << esc(text(c, "id")) << ": " << esc(text(c, "change"))
          << (c.value("alarming", false) ? "</b>" : "") << "</li>";
+  if (changes.empty() && !baselines.empty()) body << "<li>No changes.</li>";
   body << "</ul>\n<h2>Falsifiability</h2>\n" << falsifiability_table(doc.value("falsifiability", nlohmann::json()));
   body << "\n<h2>Controls</h2>\n<table><tr><th>control</th><th>kind</th><th>family</th><th>algebra</th><th>bias</th>"
           "<th>variance</th><th>overall</th><th>U</th><th>max |z|</th><th>expectation</th></tr>\n"
@@ -786,6 +795,7 @@ void check_report_document(const nlohmann::json& doc) {
   optional(doc, "", "falsifiability", &J::is_object, "an object");
   strings(doc, "", "environments");
   strings(doc, "", "reasons");
+  strings(doc, "", "baselines");
   if (doc.contains("changes")) {
     const auto& c = doc.at("changes");
     if (!c.is_array()) fail("changes", "a list");

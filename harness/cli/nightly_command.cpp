@@ -97,6 +97,7 @@ struct NightlyData {
   std::vector<std::string> environments, calibrations;
   std::map<std::string, eval::ControlOutcome> previous;
   std::string previous_note;
+  std::vector<std::string> baselines;  // the runs `previous` came from, one line each (eval::describe_baselines)
   std::map<std::string, std::vector<HistoryPoint>> history;  // by case id, same environment
   std::string junit;  // write JUnit XML here too ("" = no)
   std::string environment_words;  // for the HTML report ("" = not this machine's environment)
@@ -121,8 +122,10 @@ int report(const NightlyData& d, const std::string& report_dir, bool quiet) {
   if (!quiet) {
     print_controls(std::cout, outcomes);
     print_falsifiability(std::cout, table);
-    std::cout << "\nsince the last run: " << d.previous_note << "\n";
-    for (const auto& c : changes) std::cout << "  " << c.id << ": " << c.what << "\n";
+    std::cout << "\nsince the last run: " << terminal_safe(d.previous_note) << "\n";
+    for (const auto& b : d.baselines) std::cout << "  against " << terminal_safe(b) << "\n";
+    for (const auto& c : changes) std::cout << "  " << terminal_safe(c.id) << ": " << c.what << "\n";
+    if (changes.empty() && !d.baselines.empty()) std::cout << "  no changes\n";
   }
 
   // Report folder: summary.md, results.json, tails/<case>.csv.
@@ -150,7 +153,10 @@ int report(const NightlyData& d, const std::string& report_dir, bool quiet) {
     md << "\n## Controls\n\n";
     markdown_controls(md, outcomes);
     md << "\n## Since the last run\n\n" << d.previous_note << "\n\n";
+    for (const auto& b : d.baselines) md << "- against " << b << "\n";
+    if (!d.baselines.empty()) md << "\n";
     for (const auto& c : changes) md << "- `" << c.id << "`: " << c.what << "\n";
+    if (changes.empty() && !d.baselines.empty()) md << "No changes.\n";
     if (!table.unexpected.empty()) {
       md << "\n## Differences from the YAML expectations\n\n";
       for (const auto& u : table.unexpected) md << "- " << u << "\n";
@@ -171,6 +177,7 @@ int report(const NightlyData& d, const std::string& report_dir, bool quiet) {
                           {"falsifiability", eval::to_json(table)},
                           {"changes", changes_json},
                           {"previous", d.previous_note},
+                          {"baselines", d.baselines},
                           {"results", d.documents}};
   store::write_json_file((dir / "results.json").string(), results_json);
   for (const auto& [id, sample] : d.khat) {
@@ -226,7 +233,32 @@ NightlyData from_database(store::ResultStore& db, const std::string& run_id) {
   d.environments.assign(envs.begin(), envs.end());
   d.calibrations.assign(cals.begin(), cals.end());
   const auto previous = db.previous_results(run_id);
-  for (const auto& p : previous) d.previous.emplace(p.case_id, eval::outcome_from_document(p.document));
+  // The runs compared against, named with what differs from this one (issue 32, item 3).
+  std::map<std::string, eval::BaselineRun> baselines;
+  for (const auto& p : previous) {
+    const auto o = eval::outcome_from_document(p.document);
+    d.previous.emplace(p.case_id, o);
+    auto& b = baselines[p.run_id];
+    b.run_id = p.run_id;
+    b.started_at = p.run_started_at;
+    b.kcert_version = p.run_kcert_version;
+    b.profile = p.run_profile;
+    b.controls += 1;
+    if (o.replicates > 0) b.replicates.insert(o.replicates);
+    if (!p.calibration.empty()) b.calibrations.insert(p.family + ": " + p.calibration);
+  }
+  eval::RunFacts now;
+  now.kcert_version = KCERT_VERSION;
+  for (const auto& doc : d.documents) {
+    const auto o = eval::outcome_from_document(doc);
+    // Only what is compared: the controls that ran here and in a baseline.
+    if (o.replicates > 0 && d.previous.count(o.id)) now.replicates.insert(o.replicates);
+  }
+  now.calibrations.insert(cals.begin(), cals.end());
+  std::vector<eval::BaselineRun> runs;
+  for (auto& [id, b] : baselines) runs.push_back(std::move(b));
+  std::sort(runs.begin(), runs.end(), [](const auto& a, const auto& b) { return a.started_at > b.started_at; });
+  d.baselines = eval::describe_baselines(now, runs);
   if (d.environments.size() == 1) {
     d.history_note.clear();
     for (const auto& doc : d.documents) {

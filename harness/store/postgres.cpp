@@ -553,7 +553,8 @@ std::vector<std::string> parse_text_array(const std::string& text) {
 // What stored_result() reads, and from where; callers add SELECT (DISTINCT ON ...) and WHERE.
 const char* kResultColumns =
     " t.case_id, t.kind, t.family, e.fingerprint, coalesce(r.calibration, ''), r.shard_index, r.document::text, "
-    " coalesce(v.khat::text, '{}') "
+    " coalesce(v.khat::text, '{}'), ru.id, to_char(ru.started_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"'), "
+    " ru.kcert_version, ru.profile "
     "FROM result r JOIN testcase t ON t.id = r.testcase_id JOIN environment e ON e.id = r.environment_id "
     "JOIN run ru ON ru.id = r.run_id LEFT JOIN variance_tail v ON v.result_id = r.id ";
 
@@ -567,6 +568,10 @@ StoredResult stored_result(const pqxx::row& row) {
   s.shard_index = row[5].as<int>();
   s.document = nlohmann::json::parse(row[6].c_str());
   s.khat = parse_double_array(row[7].c_str());
+  s.run_id = row[8].c_str();
+  s.run_started_at = row[9].c_str();
+  s.run_kcert_version = row[10].c_str();
+  s.run_profile = row[11].c_str();
   return s;
 }
 

@@ -73,6 +73,8 @@ struct StoredResult {
   int shard_index = 0;
   nlohmann::json document;
   std::vector<double> khat;  // +inf kept
+  // The run it belongs to: id, start (UTC, ISO 8601), the kcert that ran it, its profile.
+  std::string run_id, run_started_at, run_kcert_version, run_profile;
 };
 
 // A stored variance-gate calibration (schema/003_calibration.sql).

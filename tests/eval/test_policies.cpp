@@ -126,13 +126,24 @@ TEST_CASE("changes between runs: escapes, new false alarms and flips are alarmin
   const auto changes = kcert::eval::compare_runs({neg_now, pos_now}, {{"n", neg_then}, {"p", pos_then}});
   std::vector<std::string> what;
   for (const auto& c : changes) what.push_back(c.id + ": " + c.what + (c.alarming ? " !" : ""));
+  // One line per control, its figures before -> after, each said once.
   CHECK(what == std::vector<std::string>{
-                    "n: ESCAPE: no longer detected !",
-                    "n: verdict flipped: algebra/bias/variance PASS/PASS/WARN -> PASS/PASS/PASS !",
-                    "n: U moved 5 -> 1 (more than 3 se = 0.3)",
-                    "p: NEW FALSE ALARM (FAIL) !",
-                    "p: verdict flipped: algebra/bias/variance PASS/PASS/PASS -> PASS/PASS/FAIL !",
+                    "n: ESCAPE: no longer detected; algebra/bias/variance PASS/PASS/WARN -> PASS/PASS/PASS; "
+                    "U 5 -> 1 (more than 3 se = 0.3) !",
+                    "p: NEW FALSE ALARM (FAIL); algebra/bias/variance PASS/PASS/PASS -> PASS/PASS/FAIL; U 1 -> 12 !",
                 });
+  // A U move alone is not alarming; max |z| and R are shown where they moved.
+  auto quiet_then = control("q", "positive", "rmsnorm", 1.0);
+  auto quiet_now = control("q", "positive", "rmsnorm", 2.0);
+  quiet_now.variance_se = 0.1;
+  quiet_then.max_abs_z = 3.25, quiet_now.max_abs_z = 4.5;
+  quiet_then.replicates = 64, quiet_now.replicates = 256;
+  const auto moved = kcert::eval::compare_runs({quiet_now}, {{"q", quiet_then}});
+  REQUIRE(moved.size() == 1);
+  CHECK(moved[0].what == "U moved; U 1 -> 2 (more than 3 se = 0.3); max |z| 3.25 -> 4.5; R 64 -> 256");
+  CHECK_FALSE(moved[0].alarming);
+  // Nothing moved: no line.
+  CHECK(kcert::eval::compare_runs({quiet_then}, {{"q", quiet_then}}).empty());
 
   kcert::eval::Falsifiability table;
   CHECK(kcert::eval::nightly_verdict(table, {}).status == kcert::eval::NightlyStatus::ok);
@@ -141,4 +152,15 @@ TEST_CASE("changes between runs: escapes, new false alarms and flips are alarmin
   const auto v = kcert::eval::nightly_verdict(table, changes);
   CHECK(v.status == kcert::eval::NightlyStatus::error);
   CHECK(v.reasons.front() == "1 control(s) could not be run (harness or input error)");
+}
+
+TEST_CASE("the baseline run is named with what differs from the run compared", "[eval][changes]") {
+  kcert::eval::BaselineRun b{"20261205T010000Z-aa", "2026-12-05T01:00:00Z", "0.1.0", "smoke", {64}, {}, 12};
+  kcert::eval::RunFacts same{"0.1.0", {64}, {}};
+  CHECK(kcert::eval::describe_baselines(same, {b}) ==
+        std::vector<std::string>{"run 20261205T010000Z-aa (started 2026-12-05T01:00:00Z, kcert 0.1.0, profile smoke, R 64): 12 control(s)"});
+  kcert::eval::RunFacts other{"0.2.0", {256}, {"rmsnorm: 3"}};
+  CHECK(kcert::eval::describe_baselines(other, {b}) ==
+        std::vector<std::string>{"run 20261205T010000Z-aa (started 2026-12-05T01:00:00Z, kcert 0.1.0, profile smoke, R 64): "
+                                 "12 control(s); differs in R 64 -> 256; kcert 0.1.0 -> 0.2.0; calibration none -> rmsnorm: 3"});
 }

@@ -59,6 +59,11 @@ expect_status 0 "$kcert" nightly "${cases[@]}" --shard 2/2 --run-id split --repo
 expect_status 0 "$kcert" nightly --finish split --report split-again --quiet
 [[ "$(table whole/results.json)" == "$(table split-again/results.json)" ]] || fail "--finish table differs"
 grep -q "compared with" split-again/summary.md || fail "no comparison with the previous run"
+# It names the run it compared with (id, start, kcert, profile, R) and says when nothing changed
+# (the same seeds on the same machine).
+grep -qE '^- against run whole \(started 20[0-9-]+T[0-9:]+Z, kcert [0-9.]+, profile smoke, R [0-9, ]+\): [0-9]+ control\(s\)$' split-again/summary.md ||
+  { cat split-again/summary.md >&2; fail "the summary does not name the run it compared with"; }
+grep -qx "No changes." split-again/summary.md || fail "an unchanged run must say so"
 # The HTML report of a stored run carries each control's history from the database.
 grep -q "U and max |z| of this control over the runs the database holds" split-again/html/n1_gemma_rmsnorm_offset_bf16.html ||
   fail "no history plot in the HTML report of a stored run"
