@@ -471,18 +471,28 @@ ControlPlots plan_plots(const nlohmann::json& r, const std::vector<double>& khat
 
 std::string history_plot(const std::vector<HistoryPoint>& h, const fs::path& dir, const std::string& stem,
                          std::ostringstream& gp) {
+  // The x axis is the run's start (UTC), as the database gives it: 2026-12-05T01:00:00Z. A
+  // point without such a time (it cannot be placed) is left out.
+  const auto is_time = [](const std::string& t) {
+    return t.size() == 20 && std::all_of(t.begin(), t.end(), [](char c) { return std::isdigit(static_cast<unsigned char>(c)) || c == '-' || c == ':' || c == 'T' || c == 'Z'; });
+  };
   DataFile d((dir / (stem + "-history.dat")).string());
+  std::size_t points = 0;
   for (std::size_t i = 0; i < h.size(); ++i) {
-    d << fmt::format("{} {} {} \"{}\"\n", i + 1, h[i].u >= 0 ? fmt::format("{:.17g}", h[i].u) : "NaN",
+    if (!is_time(h[i].started_at)) continue;
+    ++points;
+    d << fmt::format("{} {} {} \"{}\"\n", h[i].started_at, h[i].u >= 0 ? fmt::format("{:.17g}", h[i].u) : "NaN",
                      h[i].max_abs_z >= 0 ? fmt::format("{:.17g}", h[i].max_abs_z) : "NaN", h[i].verdict);
   }
   d.close();
-  if (h.size() < 2) return "";
+  if (points < 2) return "";
   const std::string file = stem + "-history.svg";
-  gp << "set output " << gp_file((dir / file).string()) << "\nset xlabel 'run (oldest first)'\nset ylabel 'U'\nset y2label 'max |z|'\n"
+  gp << "set output " << gp_file((dir / file).string()) << "\nset xdata time\nset timefmt '%Y-%m-%dT%H:%M:%SZ'\n"
+     << "set format x \"%Y-%m-%d\\n%H:%M\"\nset xlabel 'run start (UTC)'\nset ylabel 'U'\nset y2label 'max |z|'\n"
      << "set ytics nomirror\nset y2tics\nplot " << gp_file((dir / (stem + "-history.dat")).string())
      << " using 1:2 with linespoints pt 7 lc rgb '#1f5fbf' title 'U (variance)' axes x1y1, '' using 1:3 with linespoints pt 6 "
-        "lc rgb '#c02020' title 'max |z| (bias)' axes x1y2\nunset y2tics\nunset y2label\nset ytics mirror\n";
+        "lc rgb '#c02020' title 'max |z| (bias)' axes x1y2\nunset y2tics\nunset y2label\nset ytics mirror\n"
+        "set xdata\nset format x '% h'\n";
   return file;
 }
 

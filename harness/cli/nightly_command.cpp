@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <chrono>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -102,6 +103,7 @@ struct NightlyData {
   std::string junit;  // write JUnit XML here too ("" = no)
   std::string environment_words;  // for the HTML report ("" = not this machine's environment)
   std::string history_note = "History needs the results database (this run's results come from its spool).";
+  double seconds = -1;  // how long this process ran the controls (< 0: it did not run them all)
 };
 
 int report(const NightlyData& d, const std::string& report_dir, bool quiet) {
@@ -202,6 +204,7 @@ int report(const NightlyData& d, const std::string& report_dir, bool quiet) {
     if (!s.plot_note.empty()) std::cerr << "kcert: warning: " << s.plot_note << "\n";
   }
   for (const auto& r : reasons) std::cout << "attention: " << r << "\n";
+  std::cout << tally_line(table, d.seconds) << "\n";
   return code;
 }
 
@@ -322,6 +325,7 @@ void register_nightly_command(CLI::App& app, kernels::Registry& registry, const 
   cmd->add_flag("--no-db", o->no_db, "spool only; table and report from this process's results, no comparison");
   cmd->add_flag("--quiet", o->quiet, "no progress lines, no console table (the report is still written)");
   cmd->callback([o, &registry, &policy]() {
+    const auto started = std::chrono::steady_clock::now();
     if (!o->finish.empty()) {
       if (o->no_db) throw UsageError("--finish reads the database; it cannot be combined with --no-db");
       store::ResultStore db(store::conninfo_from_environment());
@@ -443,6 +447,7 @@ void register_nightly_command(CLI::App& app, kernels::Registry& registry, const 
       }
       auto data = from_database(*db, run_id);
       data.junit = o->junit;
+      if (shard.count == 1) data.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
       if (data.environments.size() == 1 && data.environments.front() == env.fingerprint)
         data.environment_words = store::describe_environment(env);
       const int code = report(data, dir, o->quiet);
@@ -463,6 +468,7 @@ void register_nightly_command(CLI::App& app, kernels::Registry& registry, const 
       d.khat[r.testcase.id] = r.variance.khat;
     }
     d.junit = o->junit;
+    if (shard.count == 1) d.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
     const int code = report(d, dir, o->quiet);
     if (code != exit_ok) throw ExitWith(code);
     if (!o->no_db) {

@@ -41,7 +41,15 @@ void print_buckets(std::ostream& out, const gates::BiasStatisticResult& s, const
                                    : std::string(),
                        stats::to_string(b.verdict), b.attributed ? " (attributed to the reference)" : "");
   }
-  if (rows.size() > shown) out << fmt::format("            ... {} more flagged buckets (see --json)\n", rows.size() - shown);
+  // What --json really holds: the flagged list keeps at most 64 buckets (gates/results.hpp),
+  // so a gate with more says how many it flagged in all.
+  const auto total = static_cast<std::size_t>(std::max<std::int64_t>(0, s.fail_buckets + s.warn_buckets));
+  const bool cut = !s.flagged.empty() && total > rows.size();
+  if (rows.size() > shown) {
+    out << fmt::format("            ... {} more flagged bucket(s) in --json{}\n", rows.size() - shown,
+                       cut ? fmt::format(" ({} flagged in all; the JSON keeps the {} with the largest |z|)", total, rows.size())
+                           : std::string());
+  }
 }
 
 }  // namespace
@@ -202,6 +210,9 @@ void print_controls(std::ostream& out, const std::vector<eval::ControlOutcome>& 
   w = std::min<std::size_t>(w, 48);
   out << fmt::format("{:<{}}  {:<8} {:<{}} {:<7} {:<7} {:<8} {:<7} {:<8} {:<6} {:<6} {:<6} {}\n", "control", w, "kind",
                      "family", fw, "algebra", "bias", "variance", "all", "bias(S)", "close", "FA", "dynamo", "expected");
+  // A variance PASS short of the horizon is "PASS*" (issue 32): marked where the verdict is
+  // read, in the column's width, with the footnote below the table.
+  bool any_short = false;
   for (const auto& r : results) {
     if (!r.error.empty()) {
       out << fmt::format("{:<{}}  {:<8} {:<{}} ERROR: {}\n", r.id.substr(0, w), w, r.kind, r.family, fw, r.error);
@@ -212,10 +223,12 @@ void print_controls(std::ostream& out, const std::vector<eval::ControlOutcome>& 
       continue;
     }
     out << fmt::format("{:<{}}  {:<8} {:<{}} {:<7} {:<7} {:<8} {:<7} {:<8} {:<6} {:<6} {:<6} {}\n", r.id.substr(0, w), w, r.kind,
-                       r.family, fw, v(r.algebra), v(r.bias), v(r.variance), v(r.verdict), v(r.bias_signed_only),
-                       flag(r.assert_close), flag(r.flash_attention), flag(r.dynamo_fp64),
+                       r.family, fw, v(r.algebra), v(r.bias), v(r.variance) + (r.short_evidence ? "*" : ""), v(r.verdict),
+                       v(r.bias_signed_only), flag(r.assert_close), flag(r.flash_attention), flag(r.dynamo_fp64),
                        r.unexpected.empty() ? "ok" : "UNEXPECTED");
+    any_short |= r.short_evidence;
   }
+  if (any_short) out << "PASS*: a variance PASS whose evidence supports fewer replicates than the horizon T\n";
 }
 
 std::string condition_in_words(const std::string& condition) {
@@ -223,6 +236,21 @@ std::string condition_in_words(const std::string& condition) {
   if (condition.rfind("libtorch>=", 0) == 0) return "for LibTorch " + condition.substr(10) + " and later (" + condition + ")";
   if (condition.rfind("libtorch", 0) == 0) return "for LibTorch " + condition.substr(8) + ".x (" + condition + ")";
   return "under " + condition;
+}
+
+std::string tally_line(const eval::Falsifiability& f, double seconds) {
+  const auto& c = f.combined;
+  const int controls = f.negatives + f.positives + f.errors + static_cast<int>(f.skipped.size());
+  const int positives_ok = f.positives - c.false_fail - c.positives_inconclusive;
+  std::string line = fmt::format("{} controls: {} of {} negatives detected, {} of {} positives not FAILed", controls,
+                                 c.detected, f.negatives, positives_ok, f.positives);
+  if (c.false_warn > 0) line += fmt::format(" ({} WARN)", c.false_warn);
+  line += fmt::format(", {} inconclusive, {} skipped, {} error(s); {} unexpected against the YAML expectations",
+                      c.negatives_inconclusive + c.positives_inconclusive, f.skipped.size(), f.errors, f.unexpected.size());
+  if (seconds >= 0) {
+    line += seconds < 120 ? fmt::format(", in {:.0f} s", seconds) : fmt::format(", in {:.0f} min", seconds / 60);
+  }
+  return line;
 }
 
 void print_falsifiability(std::ostream& out, const eval::Falsifiability& f) {

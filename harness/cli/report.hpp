@@ -19,6 +19,10 @@ void print_controls(std::ostream& out, const std::vector<eval::ControlOutcome>& 
 std::string condition_in_words(const std::string& condition);
 
 void print_falsifiability(std::ostream& out, const eval::Falsifiability& f);
+// The suite's one-line tally, last on the console: "68 controls: 30 negatives detected, 35
+// positives not FAILed (2 WARN), 0 inconclusive, 3 skipped, 0 errors; 0 unexpected, in 37 min".
+// `seconds` < 0: no duration (results read back, not run here).
+std::string tally_line(const eval::Falsifiability& f, double seconds);
 void markdown_controls(std::ostream& out, const std::vector<eval::ControlOutcome>& results);
 void markdown_falsifiability(std::ostream& out, const eval::Falsifiability& f);
 

@@ -1,5 +1,7 @@
 #include "harness/cli/suite_command.hpp"
 
+#include <chrono>
+
 #include <fmt/format.h>
 
 #include <iostream>
@@ -51,6 +53,7 @@ void register_suite_command(CLI::App& app, kernels::Registry& registry, const ru
       ->capture_default_str();
   cmd->add_flag("--quiet", o->quiet, "no progress lines on stderr");
   cmd->callback([o, &registry, &policy]() {
+    const auto started = std::chrono::steady_clock::now();
     const auto cases = load_cases(o->paths, registry, o->profile, policy);
     engine::RunOptions options;
     if (o->replicates > 0) options.replicates = o->replicates;
@@ -72,6 +75,7 @@ void register_suite_command(CLI::App& app, kernels::Registry& registry, const ru
     for (const auto& r : results) outcomes.push_back(eval::outcome(r));
     print_controls(std::cout, outcomes);
     print_falsifiability(std::cout, table);
+    std::cout << "\n" << tally_line(table, std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count()) << "\n";
     if (table.errors > 0) throw ExitWith(exit_input_error);
     if (!table.unexpected.empty()) throw ExitWith(exit_finding);
   });
