@@ -20,6 +20,7 @@
 #include "harness/runner/spawn.hpp"
 #include "harness/runner/suite.hpp"
 #include "harness/cli/terminal_text.hpp"
+#include "harness/cli/unknown_word.hpp"
 #include "harness/cli/run_cases_command.hpp"
 #include "harness/cli/suite_command.hpp"
 #include "harness/cli/nightly_command.hpp"
@@ -205,6 +206,14 @@ int run_command_line(int argc, char** argv, const FrontEnd& front_end) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
+    // A mistyped subcommand or option gets the closest real ones ("did you mean"), instead of
+    // CLI11's "A subcommand is required" or "argument was not expected".
+    if (e.get_exit_code() != 0) {
+      if (const auto hint = kcert::cli::unknown_word_hint(app, argc, argv); !hint.empty()) {
+        std::cerr << "kcert: error: " << hint << "\nRun with --help for more information.\n";
+        return kcert::cli::exit_input_error;
+      }
+    }
     // CLI11 maps --help/--version to success and parse errors to its own non-zero codes;
     // kcert keeps one code for every kind of bad input.
     const int code = app.exit(e);

@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "harness/cli/exit_codes.hpp"
+#include "harness/cli/suggest.hpp"
 #include "harness/store/json.hpp"
 
 namespace kcert::cli {
@@ -148,7 +149,12 @@ void register_list_command(CLI::App& app, const kernels::Registry& registry) {
       }
     }
     if (!family_filter->empty() && registry.find_family(*family_filter) == nullptr) {
-      throw UsageError("no family '" + *family_filter + "'");
+      const auto names = registry.family_names();
+      const auto near = closest(*family_filter, names);
+      std::string known;
+      for (const auto& n : names) known += (known.empty() ? "" : ", ") + n;
+      throw UsageError("no family '" + *family_filter + "'" +
+                       (near.empty() ? std::string() : "; did you mean " + near.front() + "?") + " (families: " + known + ")");
     }
     if (*json) {
       const nlohmann::json out = {{"format", "kcert-families/1"}, {"kcert_version", KCERT_VERSION}, {"families", doc}};

@@ -67,22 +67,8 @@ Shard parse_shard(const std::string& s) {
 // computes the same split from the same suite, whatever order the files were found in.
 std::vector<contract::TestCase> select(std::vector<contract::TestCase> cases, const std::vector<std::string>& filters,
                                        Shard shard) {
-  std::vector<std::regex> res;
-  for (const auto& f : filters) {
-    try {
-      res.emplace_back(f);
-    } catch (const std::regex_error& e) {
-      throw UsageError("--filter: '" + f + "' is not a regular expression: " + e.what());
-    }
-  }
-  std::sort(cases.begin(), cases.end(), [](const auto& a, const auto& b) { return a.id < b.id; });
-  std::vector<contract::TestCase> kept;
-  for (auto& c : cases) {
-    const bool match = res.empty() || std::any_of(res.begin(), res.end(), [&](const std::regex& r) {
-                         return std::regex_search(c.id, r) || std::regex_search(c.family, r);
-                       });
-    if (match) kept.push_back(std::move(c));
-  }
+  auto kept = runner::filter_cases(std::move(cases), filters);
+  std::sort(kept.begin(), kept.end(), [](const auto& a, const auto& b) { return a.id < b.id; });
   std::vector<contract::TestCase> mine;
   for (std::size_t i = 0; i < kept.size(); ++i) {
     if (static_cast<int>(i % static_cast<std::size_t>(shard.count)) == shard.index) mine.push_back(std::move(kept[i]));
@@ -311,8 +297,7 @@ void register_nightly_command(CLI::App& app, kernels::Registry& registry, const 
       "`kcert upload`).");
   cmd->add_option("dirs", o->paths, "control folders or files")->capture_default_str();
   cmd->add_option("--profile", o->profile, "apply each control's profiles.<name> (e.g. smoke)");
-  cmd->add_option("--filter", o->filters, "regular expression on control id or family (repeatable; any match)")
-      ->allow_extra_args(false);
+  add_filter_option(cmd, o->filters);
   cmd->add_option("--shard", o->shard, "run part K of N (1-based), e.g. 2/4");
   cmd->add_option("--run-id", o->run_id, "run id (required with --shard N > 1; default: a new one)")->check(run_id_check());
   cmd->add_option("--report", o->report_dir, "report folder (default $KCERT_HOME/reports/RUN_ID; KCERT_HOME defaults to .kcert)");
@@ -349,10 +334,7 @@ void register_nightly_command(CLI::App& app, kernels::Registry& registry, const 
     auto selected = select(load_cases(o->paths, registry, o->profile, policy, &failures), o->filters, shard);
     std::vector<engine::CaseResult> load_errors;
     for (const auto& f : failures) {
-      const bool match = o->filters.empty() || std::any_of(o->filters.begin(), o->filters.end(), [&](const std::string& re) {
-                           return std::regex_search(f.file, std::regex(re));
-                         });
-      if (shard.index == 0 && match) load_errors.push_back(runner::load_failure_result(f));
+      if (shard.index == 0 && runner::any_filter_matches(o->filters, f.file)) load_errors.push_back(runner::load_failure_result(f));
     }
     if (selected.empty() && load_errors.empty()) throw InputError("no control matches the filters in this shard");
 

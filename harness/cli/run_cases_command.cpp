@@ -22,6 +22,19 @@ namespace kcert::cli {
 
 void print_note(const std::string& note) { std::cerr << "kcert: " << terminal_safe(note) << "\n"; }
 
+std::vector<contract::TestCase> selected_cases(std::vector<contract::TestCase> cases, const std::vector<std::string>& filters) {
+  const bool any = !cases.empty();
+  auto kept = runner::filter_cases(std::move(cases), filters);
+  if (any && kept.empty()) throw UsageError("no case matches --filter (a regular expression on the case id or family)");
+  return kept;
+}
+
+void add_filter_option(CLI::App* cmd, std::vector<std::string>& filters) {
+  // One pattern per --filter: `--filter rope testcases` keeps `testcases` a path.
+  cmd->add_option("--filter", filters, "regular expression on case id or family (repeatable; any match)")
+      ->allow_extra_args(false);
+}
+
 std::vector<contract::TestCase> load_cases(const std::vector<std::string>& paths, kernels::Registry& registry,
                                            const std::string& profile, const runner::SuitePolicy& policy,
                                            std::vector<runner::LoadFailure>* failures) {
@@ -32,6 +45,7 @@ namespace {
 
 struct RunOptionsCli {
   std::vector<std::string> paths;
+  std::vector<std::string> filters;
   std::string json_path;
   std::string junit_path;
   std::uint64_t replicates = 0;
@@ -127,6 +141,7 @@ void register_run_command(CLI::App& app, kernels::Registry& registry, const runn
       ->each([o](const std::string&) { o->seed_given = true; });
   cmd->add_option("--device", o->device, "where kernels run")->check(CLI::IsMember({"cpu", "cuda"}))->capture_default_str();
   cmd->add_option("--profile", o->profile, "apply each case's profiles.<name> overrides (e.g. smoke)");
+  add_filter_option(cmd, o->filters);
   cmd->add_option("--batch", o->batch, "replicates per kernel call (default: automatic)")->check(CLI::NonNegativeNumber);
   cmd->add_flag("--quiet", o->quiet, "no progress lines on stderr");
   cmd->add_flag("--brief", o->brief, "print the verdict table only");
@@ -136,7 +151,7 @@ void register_run_command(CLI::App& app, kernels::Registry& registry, const runn
   cmd->add_option("--run-id", o->run_id, "run id to record (default: a new one); shards of one run share it")
       ->check(run_id_check());
   cmd->callback([o, &registry, &policy]() {
-    const auto cases = load_cases(o->paths, registry, o->profile, policy);
+    const auto cases = selected_cases(load_cases(o->paths, registry, o->profile, policy), o->filters);
     engine::RunOptions options;
     if (o->replicates > 0) options.replicates = o->replicates;  // checked by replicate_count()
     if (o->seed_given) options.seed = o->seed;

@@ -14,6 +14,11 @@ void register_run_command(CLI::App& app, kernels::Registry& registry, const runn
 // Prints a runner note on stderr as "kcert: NOTE", escaped for the terminal.
 void print_note(const std::string& note);
 
+// The cases --filter keeps (runner::filter_cases); an error when it keeps none.
+std::vector<contract::TestCase> selected_cases(std::vector<contract::TestCase> cases, const std::vector<std::string>& filters);
+// The --filter option, worded alike on run, suite and nightly.
+void add_filter_option(CLI::App* cmd, std::vector<std::string>& filters);
+
 // runner::load_cases with its notes on stderr.
 std::vector<contract::TestCase> load_cases(const std::vector<std::string>& paths, kernels::Registry& registry,
                                            const std::string& profile, const runner::SuitePolicy& policy,

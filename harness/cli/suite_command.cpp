@@ -21,6 +21,7 @@ namespace {
 
 struct SuiteOptions {
   std::vector<std::string> paths{"testcases"};
+  std::vector<std::string> filters;
   std::string profile;
   std::string json_path;
   std::string junit_path;
@@ -45,6 +46,7 @@ void register_suite_command(CLI::App& app, kernels::Registry& registry, const ru
       "harness error.");
   cmd->add_option("dirs", o->paths, "control folders or files")->capture_default_str();
   cmd->add_option("--profile", o->profile, "apply each control's profiles.<name> (CI uses smoke)");
+  add_filter_option(cmd, o->filters);
   cmd->add_option("--json", o->json_path, "write results and the table as JSON");
   cmd->add_option("--junit", o->junit_path, "write JUnit XML: one testcase per control, failing when it misses its expectation");
   cmd->add_option("--replicates", o->replicates, "override R for every control (3 to 2^20)")->check(replicate_count());
@@ -54,7 +56,7 @@ void register_suite_command(CLI::App& app, kernels::Registry& registry, const ru
   cmd->add_flag("--quiet", o->quiet, "no progress lines on stderr");
   cmd->callback([o, &registry, &policy]() {
     const auto started = std::chrono::steady_clock::now();
-    const auto cases = load_cases(o->paths, registry, o->profile, policy);
+    const auto cases = selected_cases(load_cases(o->paths, registry, o->profile, policy), o->filters);
     engine::RunOptions options;
     if (o->replicates > 0) options.replicates = o->replicates;
     options.device = o->device;

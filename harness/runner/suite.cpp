@@ -2,8 +2,10 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <map>
+#include <regex>
 #include <set>
 
 #include "harness/engine/isolated.hpp"
@@ -168,6 +170,38 @@ std::vector<contract::TestCase> load_cases(const std::vector<std::string>& given
     }
   }
   return cases;
+}
+
+namespace {
+std::vector<std::regex> compiled(const std::vector<std::string>& filters) {
+  std::vector<std::regex> res;
+  for (const auto& f : filters) {
+    try {
+      res.emplace_back(f);
+    } catch (const std::regex_error& e) {
+      throw UsageError("--filter: '" + f + "' is not a regular expression: " + e.what());
+    }
+  }
+  return res;
+}
+}  // namespace
+
+std::vector<contract::TestCase> filter_cases(std::vector<contract::TestCase> cases, const std::vector<std::string>& filters) {
+  if (filters.empty()) return cases;
+  const auto res = compiled(filters);
+  std::vector<contract::TestCase> kept;
+  for (auto& c : cases) {
+    const bool match = std::any_of(res.begin(), res.end(), [&](const std::regex& r) {
+      return std::regex_search(c.id, r) || std::regex_search(c.family, r);
+    });
+    if (match) kept.push_back(std::move(c));
+  }
+  return kept;
+}
+
+bool any_filter_matches(const std::vector<std::string>& filters, const std::string& text) {
+  const auto res = compiled(filters);
+  return res.empty() || std::any_of(res.begin(), res.end(), [&](const std::regex& r) { return std::regex_search(text, r); });
 }
 
 engine::CaseResult load_failure_result(const LoadFailure& failure) {

@@ -70,6 +70,13 @@ std::vector<contract::TestCase> load_cases(const std::vector<std::string>& paths
                                            const std::string& profile, const SuitePolicy& policy, const Note& note,
                                            std::vector<LoadFailure>* failures = nullptr);
 
+// The cases whose id or family one of the regular expressions finds (ECMAScript, searched
+// anywhere in the text; all cases when there are none), in their order. Throws UsageError
+// naming a pattern that does not compile. run, suite and nightly share it (--filter).
+std::vector<contract::TestCase> filter_cases(std::vector<contract::TestCase> cases, const std::vector<std::string>& filters);
+// Whether one of the compiled patterns finds the text (a load failure's path, say).
+bool any_filter_matches(const std::vector<std::string>& filters, const std::string& text);
+
 // The ERROR result a file that failed to load stands for: its id is the file's path.
 engine::CaseResult load_failure_result(const LoadFailure& failure);
 
