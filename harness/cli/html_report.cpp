@@ -94,6 +94,12 @@ std::string badge(const std::string& verdict) {
   return "<span class=\"badge " + cls + "\">" + esc(verdict.empty() ? "-" : verdict) + "</span>";
 }
 
+// A FAIL or WARN that is what the control is for (a negative detected as expected).
+std::string designed_badge(const std::string& verdict) {
+  if (verdict != "FAIL" && verdict != "WARN") return badge(verdict);
+  return "<span class=\"badge designed\" title=\"detected, as the control is designed to be\">" + esc(verdict) + "</span>";
+}
+
 // A file of the plots folder, named in a gnuplot script. Only its name goes into the script
 // (gnuplot runs in that folder, run_gnuplot): the folder's path is the user's, or derived
 // from a run id, and a newline in it ended the quoted string and ran the next line as a
@@ -119,12 +125,51 @@ td.num { text-align: right; font-variant-numeric: tabular-nums; }
 .short { background: #e8e8f4; color: #3a3a6a; font-weight: normal; }
 .fail { background: #f8d0d0; color: #8a1010; } .error { background: #ddd; color: #333; }
 .skip { background: #fff; color: #555; border: 1px dashed #999; }
+.designed { background: #dde6f5; color: #1f3f7f; }
+th.sortable { cursor: pointer; } th.sortable::after { content: " \2195"; color: #999; }
+input.filter { margin: 0.3em 0; padding: 0.2em 0.4em; width: 24em; }
 .inconclusive { background: #fff; color: #6a4a00; border: 1px dashed #c09000; }
 .attention { background: #fff4e5; border-left: 4px solid #e08a00; padding: 0.5em 1em; }
 figure { display: inline-block; margin: 0.5em 1em 1em 0; max-width: 46em; vertical-align: top; }
 figure img { width: 44em; border: 1px solid #ddd; }
 figcaption { font-size: 0.9em; color: #444; }
 pre { background: #f7f7f7; padding: 0.6em; overflow-x: auto; }
+)";
+
+// The index's controls table: a filter box (every word must occur in the row) and headers
+// that sort (numbers as numbers, "-" last). The page stays complete without scripts.
+constexpr const char* kIndexScript = R"(<script>
+(function () {
+  const table = document.getElementById("controls");
+  const box = document.getElementById("filter");
+  const rows = () => Array.from(table.tBodies[0].rows);
+  box.addEventListener("input", () => {
+    const words = box.value.toLowerCase().split(/\s+/).filter((w) => w);
+    for (const row of rows()) {
+      const text = row.textContent.toLowerCase();
+      row.style.display = words.every((w) => text.includes(w)) ? "" : "none";
+    }
+  });
+  Array.from(table.tHead.rows[0].cells).forEach((th, column) => {
+    th.addEventListener("click", () => {
+      const down = th.dataset.order !== "up";
+      th.dataset.order = down ? "up" : "down";
+      const key = (row) => {
+        const t = row.cells[column].textContent.trim();
+        const n = parseFloat(t);
+        return t === "-" ? null : isNaN(n) ? t : n;
+      };
+      const sorted = rows().sort((a, b) => {
+        const x = key(a), y = key(b);
+        if (x === null || y === null) return x === y ? 0 : x === null ? 1 : -1;
+        const c = typeof x === "number" && typeof y === "number" ? x - y : String(x).localeCompare(String(y));
+        return down ? c : -c;
+      });
+      for (const row of sorted) table.tBodies[0].appendChild(row);
+    });
+  });
+})();
+</script>
 )";
 
 std::string page(const std::string& title, const std::string& body) {
@@ -548,6 +593,97 @@ std::string environment_words_if_here(const std::vector<std::string>& fingerprin
   return fingerprints.front() == here.fingerprint ? store::describe_environment(here) : "";
 }
 
+// A bucket in the family's own terms: "channel 29", "position 17 x pair 5", "head 3 x
+// position 40". The composite axes are decoded with the probe's shape (the kernels' bucket_ids:
+// rotary.cpp t·(head_dim/2) + pair, attention.cpp head·tokens + position); without it the
+// bare index is shown.
+std::string bucket_label(const std::string& axis, std::int64_t bucket, const nlohmann::json& probe_params) {
+  const auto size = [&](const char* key) -> std::int64_t {
+    if (!probe_params.is_object() || !probe_params.contains(key) || !probe_params.at(key).is_number_integer()) return 0;
+    return probe_params.at(key).get<std::int64_t>();
+  };
+  if (axis == "position_frequency" && size("shape.head_dim") >= 2) {
+    const auto half = size("shape.head_dim") / 2;
+    return fmt::format("position {} x pair {}", bucket / half, bucket % half);
+  }
+  if (axis == "head_position" && size("shape.tokens") >= 1) {
+    const auto tokens = size("shape.tokens");
+    return fmt::format("head {} x position {}", bucket / tokens, bucket % tokens);
+  }
+  return (axis.empty() ? std::string("bucket") : axis) + " " + std::to_string(bucket);
+}
+
+// What a control page shows first (issue 32, item 4): the buckets the bias gate flagged, in
+// the family's terms, with their signed ULP effect, z and verdict, and the floors they were
+// judged against; or, when none was flagged, how far the largest |z| was from the cut.
+std::string flagged_bucket_section(const nlohmann::json& r) {
+  const auto& bias = r.at("gates").at("bias");
+  if (!bias.is_object() || !bias.contains("signed")) return "";
+  const auto th = bias.value("thresholds", nlohmann::json::object());
+  const std::string axis = text(bias, "axis");
+  const auto params = r.value("probe", nlohmann::json::object()).value("params", nlohmann::json::object());
+  std::string out = "<h2>Flagged buckets</h2>\n";
+  out += "<p>Bias gate over " + esc(num(bias.value("buckets", nlohmann::json()))) + " " + esc(axis) +
+         " bucket(s) at R = " + esc(num(bias.value("replicates", nlohmann::json()))) + ": a bucket FAILs when |z| &gt; " +
+         esc(num(th.value("z_cut", nlohmann::json()))) + ", its standardized effect &gt; s_min " +
+         esc(num(th.value("s_min", nlohmann::json()))) + " and its ULP effect &gt; c (signed " +
+         esc(num(th.value("c", nlohmann::json()))) + ", magnitude " + esc(num(th.value("c_magnitude", nlohmann::json()))) +
+         " ULP); |z| past the cut alone is a WARN.</p>\n";
+  std::string rows;
+  int shown = 0;
+  std::int64_t flagged = 0;
+  std::string per_statistic;
+  for (const char* statistic : {"signed", "magnitude"}) {
+    const auto& st = bias.value(statistic, nlohmann::json::object());
+    const auto n = st.value("fail_buckets", std::int64_t{0}) + st.value("warn_buckets", std::int64_t{0});
+    flagged += n;
+    per_statistic += (per_statistic.empty() ? "" : ", ") + std::to_string(n) + " " + statistic;
+    int here = 0;
+    for (const auto& b : st.value("flagged", nlohmann::json::array())) {
+      if (!b.is_object() || !b.contains("bucket") || !b.at("bucket").is_number_integer() || here++ >= 10) continue;
+      const double sign = b.value("direction", 0) < 0 ? -1.0 : 1.0;
+      const auto ulp = b.value("ulp_effect", nlohmann::json());
+      rows += "<tr><td>" + std::string(statistic) + "</td><td>" + esc(bucket_label(axis, b.at("bucket").get<std::int64_t>(), params)) +
+              "</td><td class=\"num\">" + (ulp.is_number() ? esc(fmt::format("{:+.3g}", sign * ulp.get<double>())) : "-") +
+              "</td><td class=\"num\">" + esc(num(b.value("z", nlohmann::json()))) + "</td><td class=\"num\">" +
+              esc(num(b.value("effect", nlohmann::json()))) + "</td><td>" + badge(text(b, "verdict")) +
+              (b.value("attributed", false) ? " attributed to the reference" : "") + "</td></tr>\n";
+      ++shown;
+    }
+  }
+  if (shown == 0) {
+    double max_z = -1;
+    for (const char* statistic : {"signed", "magnitude"}) {
+      const auto& st = bias.value(statistic, nlohmann::json::object());
+      if (st.contains("max_abs_z") && st.at("max_abs_z").is_number()) max_z = std::max(max_z, st.at("max_abs_z").get<double>());
+    }
+    return out + "<p>No bucket flagged" + (max_z >= 0 ? ": the largest |z| is " + esc(stats::format_number(max_z)) : std::string()) +
+           ".</p>\n";
+  }
+  return out + "<table><tr><th>statistic</th><th>bucket</th><th>ULP effect (+: production above)</th><th>z</th>"
+               "<th>effect (sd)</th><th>verdict</th></tr>\n" + rows + "</table>\n" +
+         (flagged > shown ? "<p>Flagged in all: " + per_statistic + "; the strongest 10 per statistic are shown, "
+                            "results.json keeps up to 64 per statistic.</p>\n"
+                          : std::string());
+}
+
+// The case's expectation, as the YAML states it: the verdicts each gate may take, and its note.
+std::string expectation_line(const nlohmann::json& r) {
+  const auto e = r.value("expected", nlohmann::json());
+  if (!e.is_object()) return "";
+  std::string out = "<p><b>Expected:</b> ";
+  bool first = true;
+  for (const char* gate : {"algebra", "bias", "variance"}) {
+    if (!e.contains(gate) || !e.at(gate).is_array()) continue;
+    std::string allowed;
+    for (const auto& v : e.at(gate)) allowed += (allowed.empty() ? "" : " or ") + (v.is_string() ? v.get<std::string>() : v.dump());
+    out += (first ? "" : "; ") + std::string(gate) + " " + esc(allowed);
+    first = false;
+  }
+  if (e.contains("note") && e.at("note").is_string()) out += " (" + esc(e.at("note").get<std::string>()) + ")";
+  return out + "</p>\n";
+}
+
 HtmlReportSummary write_html_report(const HtmlReportInput& input, const fs::path& out) {
   HtmlReportSummary summary;
   const auto& doc = input.results;
@@ -579,14 +715,20 @@ HtmlReportSummary write_html_report(const HtmlReportInput& input, const fs::path
     const auto unexpected = r.value("unexpected", nlohmann::json::array());
     // A skipped control measured nothing: no U, no z, no expectation met or missed.
     const bool skipped = overall == "SKIP";
+    // A negative detected as its YAML expects is not red (pytest's xfail idea): its FAIL and
+    // WARN badges are drawn "as designed"; an escape or an unexpected verdict keeps its colour.
+    const bool as_designed = !skipped && text(r, "kind") == "negative" && unexpected.empty() &&
+                             (overall == "FAIL" || overall == "WARN") && !(r.contains("error") && r.at("error").is_string());
+    const auto mark = [&](const std::string& v) { return as_designed ? designed_badge(v) : badge(v); };
     rows += fmt::format(
         "<tr><td><a href=\"{}.html\">{}</a></td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td>"
         "<td class=\"num\">{}</td><td class=\"num\">{}</td><td>{}</td></tr>\n",
-        esc(stem), esc(id), esc(text(r, "kind")), esc(text(r, "family")), badge(va), badge(vb),
-        badge(vv) + short_of_horizon(gates.at("variance")), badge(overall),
+        esc(stem), esc(id), esc(text(r, "kind")), esc(text(r, "family")), mark(va), mark(vb),
+        mark(vv) + short_of_horizon(gates.at("variance")), mark(overall),
         skipped ? "-" : num(gates.at("variance").value("U", nlohmann::json())),
         max_z >= 0 && !skipped ? stats::format_number(max_z) : "-",
-        skipped ? "not run" : unexpected.empty() ? "met" : "<span class=\"badge fail\">missed</span>");
+        skipped ? "not run" : unexpected.empty() ? (as_designed ? "met (detected as designed)" : "met")
+                                                 : "<span class=\"badge fail\">missed</span>");
 
     // The control's own page.
     std::ostringstream gp;
@@ -617,6 +759,8 @@ HtmlReportSummary write_html_report(const HtmlReportInput& input, const fs::path
     body << "<table><tr><th>algebra</th><th>bias</th><th>variance</th><th>overall</th><th>replicates</th></tr><tr><td>"
          << badge(va) << "</td><td>" << badge(vb) << "</td><td>" << badge(vv) << "</td><td>" << badge(overall)
          << "</td><td class=\"num\">" << num(r.value("replicates", nlohmann::json())) << "</td></tr></table>\n";
+    body << expectation_line(r);
+    if (!skipped && !(r.contains("error") && r.at("error").is_string())) body << flagged_bucket_section(r);
     if (!unexpected.empty()) {
       body << "<div class=\"attention\"><b>Differs from its YAML expectation:</b><ul>";
       for (const auto& u : unexpected) body << "<li>" << esc(u.is_string() ? u.get<std::string>() : u.dump()) << "</li>";
@@ -688,7 +832,16 @@ HtmlReportSummary write_html_report(const HtmlReportInput& input, const fs::path
     if (!drawn) body << "<p>" << esc(why) << "</p>\n";
     if (plots.figures.empty()) body << "<p>No K-hat above 0 and no kept bias bucket: nothing to plot (every replicate within one ULP of the oracle).</p>\n";
     if (found == input.khat.end()) body << "<p>No K-hat sample for this control.</p>\n";
-    for (const auto& [file, caption] : plots.figures) {
+    // The deciding gate's plots first: the bias planes when the bias gate is the worse one.
+    auto figures = plots.figures;
+    const auto rank = [](const std::string& v) {
+      return v == "FAIL" ? 3 : v == "WARN" ? 2 : v == "INCONCLUSIVE" ? 1 : 0;
+    };
+    if (rank(vb) > rank(vv)) {
+      std::stable_partition(figures.begin(), figures.end(),
+                            [](const auto& f) { return f.first.find("-bias-") != std::string::npos; });
+    }
+    for (const auto& [file, caption] : figures) {
       if (!drawn) break;
       body << "<figure><img src=\"plots/" << esc(file) << "\" alt=\"" << esc(file) << "\"><figcaption>" << esc(caption)
            << "</figcaption></figure>\n";
@@ -747,6 +900,24 @@ HtmlReportSummary write_html_report(const HtmlReportInput& input, const fs::path
        << esc(text(doc, "source")) << "; environment(s): ";
   for (const auto& e : doc.value("environments", nlohmann::json::array())) body << "<code>" << esc(e.get<std::string>()) << "</code> ";
   body << (input.environment_words.empty() ? "" : "(" + esc(input.environment_words) + ")") << "</p>\n";
+  // When it ran, for how long, and the run's other files (beside html/ in a nightly's folder).
+  {
+    std::string when;
+    if (doc.contains("started_at") && doc.at("started_at").is_string()) when = "started " + esc(text(doc, "started_at"));
+    if (doc.contains("seconds") && doc.at("seconds").is_number() && doc.at("seconds").get<double>() >= 0) {
+      const double sec = doc.at("seconds").get<double>();
+      when += (when.empty() ? "ran " : ", ran ") +
+              (sec < 120 ? fmt::format("{:.0f} s", sec) : fmt::format("{:.0f} min", sec / 60));
+    }
+    if (!when.empty()) body << "<p>" << when << "</p>\n";
+    if (!input.run_folder_link.empty()) {
+      const auto& up = input.run_folder_link;
+      body << "<p>Files: <a href=\"" << esc(up) << "results.json\">results.json</a> &middot; <a href=\"" << esc(up)
+           << "summary.md\">summary.md</a> &middot; <a href=\"" << esc(up) << "tails/\">tails/</a> (K-hat samples, CSV)";
+      if (!input.junit_link.empty()) body << " &middot; <a href=\"" << esc(input.junit_link) << "\">JUnit XML</a>";
+      body << "</p>\n";
+    }
+  }
   const auto reasons = doc.value("reasons", nlohmann::json::array());
   if (!reasons.empty()) {
     body << "<div class=\"attention\"><b>Attention</b> (exit " << num(doc.value("exit_status", nlohmann::json())) << ")<ul>";
@@ -769,9 +940,13 @@ HtmlReportSummary write_html_report(const HtmlReportInput& input, const fs::path
          << (c.value("alarming", false) ? "</b>" : "") << "</li>";
   if (changes.empty() && !baselines.empty()) body << "<li>No changes.</li>";
   body << "</ul>\n<h2>Falsifiability</h2>\n" << falsifiability_table(doc.value("falsifiability", nlohmann::json()));
-  body << "\n<h2>Controls</h2>\n<table><tr><th>control</th><th>kind</th><th>family</th><th>algebra</th><th>bias</th>"
-          "<th>variance</th><th>overall</th><th>U</th><th>max |z|</th><th>expectation</th></tr>\n"
-       << rows << "</table>\n";
+  body << "\n<h2>Controls</h2>\n<input class=\"filter\" id=\"filter\" type=\"search\" "
+          "placeholder=\"filter: id, family, kind, verdict\" aria-label=\"filter the controls\">\n"
+          "<table id=\"controls\"><thead><tr><th class=\"sortable\">control</th><th class=\"sortable\">kind</th>"
+          "<th class=\"sortable\">family</th><th class=\"sortable\">algebra</th><th class=\"sortable\">bias</th>"
+          "<th class=\"sortable\">variance</th><th class=\"sortable\">overall</th><th class=\"sortable\">U</th>"
+          "<th class=\"sortable\">max |z|</th><th class=\"sortable\">expectation</th></tr></thead><tbody>\n"
+       << rows << "</tbody></table>\n" << kIndexScript;
   if (!plots_ok) body << "<p>" << esc(summary.plot_note) << "</p>\n";
   store::write_text_file((out / "index.html").string(), page("kcert nightly " + text(doc, "run_id"), body.str()));
   ++summary.pages;

@@ -27,6 +27,10 @@ struct HtmlReportInput {
   std::map<std::string, std::vector<HistoryPoint>> history;  // by control id
   std::string history_note;          // why there is no history ("" when there is)
   std::string environment_words;     // CPU, ISA, GPU, LibTorch, BLAS, compiler ("" = unknown)
+  // Relative link from the pages to the run's folder (results.json, summary.md, tails/):
+  // "../" for a nightly's own html/; "" = no links (the pages were written elsewhere).
+  std::string run_folder_link;
+  std::string junit_link;            // relative link to the run's JUnit file ("" = none)
 };
 
 struct HtmlReportSummary {

@@ -90,6 +90,7 @@ struct NightlyData {
   std::string environment_words;  // for the HTML report ("" = not this machine's environment)
   std::string history_note = "History needs the results database (this run's results come from its spool).";
   double seconds = -1;  // how long this process ran the controls (< 0: it did not run them all)
+  std::string started_at;  // the run's start (UTC, ISO 8601; "" = not known)
 };
 
 int report(const NightlyData& d, const std::string& report_dir, bool quiet) {
@@ -164,6 +165,8 @@ int report(const NightlyData& d, const std::string& report_dir, bool quiet) {
                           {"reasons", reasons},
                           {"falsifiability", eval::to_json(table)},
                           {"changes", changes_json},
+                          {"started_at", d.started_at.empty() ? nlohmann::json(nullptr) : nlohmann::json(d.started_at)},
+                          {"seconds", d.seconds >= 0 ? nlohmann::json(d.seconds) : nlohmann::json(nullptr)},
                           {"previous", d.previous_note},
                           {"baselines", d.baselines},
                           {"results", d.documents}};
@@ -184,6 +187,14 @@ int report(const NightlyData& d, const std::string& report_dir, bool quiet) {
     html.history = d.history;
     html.history_note = d.history_note;
     html.environment_words = d.environment_words;
+    html.run_folder_link = "../";
+    // The JUnit file is linked when it lies in the report folder (the usual --junit DIR/junit.xml).
+    if (!d.junit.empty()) {
+      std::error_code ec;
+      const auto rel = std::filesystem::relative(std::filesystem::absolute(d.junit), std::filesystem::absolute(dir / "html"), ec);
+      if (!ec && rel.string().rfind("../", 0) == 0 && rel.string().find("../", 3) == std::string::npos)
+        html.junit_link = rel.generic_string();
+    }
     const auto s = write_html_report(html, dir / "html");
     std::cout << "html: " << std::filesystem::absolute(dir / "html").string() << "/index.html (" << s.pages << " pages, "
               << s.plots << " plots)\n";
@@ -201,6 +212,7 @@ NightlyData from_database(store::ResultStore& db, const std::string& run_id) {
   d.run_id = run_id;
   d.profile = summary->profile;
   d.shard_count = summary->shard_count;
+  d.started_at = summary->started_at;
   d.source = "database";
   if (static_cast<int>(summary->shards_finished.size()) < summary->shard_count) {
     std::string missing;
@@ -445,6 +457,7 @@ void register_nightly_command(CLI::App& app, kernels::Registry& registry, const 
     d.environments = {env.fingerprint};
     d.environment_words = store::describe_environment(env);
     d.previous_note = "not compared: no database";
+    d.started_at = storage.run().started_at;
     for (const auto& r : results) {
       d.documents.push_back(store::to_json(r));
       d.khat[r.testcase.id] = r.variance.khat;

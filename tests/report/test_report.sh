@@ -26,6 +26,13 @@ grep -q "<figcaption>The K-hat tail" "$page" || fail "plot without caption"
 grep -q "History needs the results database" "$page" || fail "--no-db history note"
 grep -q "schema: 1" "$page" || fail "case file not shown"
 
+# The index says when the run started and how long it ran, and links the run's files.
+grep -qE '<p>started 20[0-9-]+T[0-9:.]+Z, ran [0-9]+ (s|min)</p>' night/html/index.html || fail "the index lacks the run's start and duration"
+for f in results.json summary.md tails/; do
+  grep -q "href=\"../$f\"" night/html/index.html || fail "the index does not link $f"
+  [[ -e night/$f ]] || fail "the index links night/$f, which is missing"
+done
+grep -q "<b>Expected:</b> algebra PASS; bias" "$page" || fail "the control page does not show its expectation"
 /usr/bin/python3 "$src/tests/report/check_pages.py" "$out" night/html/index.html "$page"
 
 # A control this LibTorch cannot run (at::rms_norm on 1.13) has its page, saying it was
