@@ -255,13 +255,23 @@ BiasResult BiasAccumulator::decide(const stats::BiasThresholds& thresholds,
     r.verdict = stats::worst(r.verdict, res.verdict);
     r.equivalent = r.equivalent && res.equivalent;
   }
-  // "of 256 channel buckets: signed 32 FAIL / 154 WARN (max |z| 75.65); magnitude ...",
-  // the deciding statistics only.
+  // Observed against allowed (issue 32), the deciding statistics only: "of 256 channel
+  // buckets: signed 47 FAIL / 160 WARN (max |z| 79.82 > cut 5.13; worst channel 29: -0.452
+  // ULP against the floor 0.3, z -79.82); magnitude ...", or "(max |z| 3.1 <= cut 5.13)".
   r.reason = "of " + std::to_string(r.buckets) + " " + axis + " buckets:";
   for (const auto* s : {&r.signed_statistic, &r.magnitude_statistic}) {
     if (!s->deciding) continue;
     r.reason += std::string(r.reason.back() == ':' ? " " : "; ") + std::string(stats::to_string(s->statistic)) + " " +
-                std::to_string(s->fail_buckets) + " FAIL / " + std::to_string(s->warn_buckets) + " WARN (max |z| " + stats::format_number(s->max_abs_z) + ")";
+                std::to_string(s->fail_buckets) + " FAIL / " + std::to_string(s->warn_buckets) + " WARN (max |z| " +
+                stats::format_number(s->max_abs_z) + (s->max_abs_z > r.z_cut ? " > cut " : " <= cut ") +
+                stats::format_number(r.z_cut);
+    if (!s->flagged.empty()) {
+      const auto& w = s->flagged.front();  // by |z|, largest first
+      r.reason += "; worst " + axis + " " + std::to_string(w.bucket) + ": " + (w.direction < 0 ? "-" : "+") +
+                  stats::format_number(w.ulp_effect) + " ULP against the floor " +
+                  stats::format_number(thresholds.c_of(s->statistic)) + ", z " + stats::format_number(w.z);
+    }
+    r.reason += ")";
   }
   // A PASS says what it rests on (issue 32): nothing, when a deciding statistic could not
   // see an effect at its floor (INCONCLUSIVE); else shown equivalent within ±c, or only not
