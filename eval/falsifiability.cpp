@@ -48,6 +48,7 @@ ControlOutcome outcome(const engine::CaseResult& r) {
   o.verdict = r.verdict;
   if (r.ran()) o.bias_equivalent = r.bias.equivalent;
   o.algebra = r.algebra.verdict;
+  o.algebra_applicable = !r.ran() || r.algebra.applicable;
   o.bias = r.bias.verdict;
   o.variance = r.variance.verdict;
   o.bias_signed_only = bias_signed_only(r);
@@ -145,6 +146,8 @@ ControlOutcome outcome_from_document(const nlohmann::json& d) {
   const auto& g = d.at("gates");
   o.verdict = verdict_at(d, "verdict", o.id);
   o.algebra = verdict_at(g.at("algebra"), "verdict", o.id + ".gates.algebra");
+  if (g.at("algebra").contains("applicable") && g.at("algebra").at("applicable").is_boolean())
+    o.algebra_applicable = g.at("algebra").at("applicable").get<bool>();
   o.bias = verdict_at(g.at("bias"), "verdict", o.id + ".gates.bias");
   o.variance = verdict_at(g.at("variance"), "verdict", o.id + ".gates.variance");
   o.bias_signed_only = verdict_at(g.at("bias").at("signed"), "verdict", o.id + ".gates.bias.signed");
@@ -249,6 +252,7 @@ Falsifiability tabulate(const std::vector<ControlOutcome>& outcomes) {
     count_flag(f.flash_attention, neg, r.flash_attention);
     count_flag(f.dynamo_fp64, neg, r.dynamo_fp64);
     if (r.short_evidence) ++(neg ? f.short_evidence_negatives : f.short_evidence_positives);
+    if (!r.algebra_applicable) ++(neg ? f.algebra_not_applicable_negatives : f.algebra_not_applicable_positives);
     if (r.confirmation_agrees) {
       ++f.confirmed;
       f.confirmation_disagreed += !*r.confirmation_agrees;
@@ -288,6 +292,7 @@ nlohmann::json to_json(const Falsifiability& f) {
             {"dynamo_fp64", tally_json(f.dynamo_fp64)}}},
           {"notes_reference", {{"negatives_detected", "29/30"}, {"positives_fail", "0/35"}, {"positives_warn", "2/35"}}},
           {"variance_pass_short_of_horizon", {{"negatives", f.short_evidence_negatives}, {"positives", f.short_evidence_positives}}},
+          {"algebra_not_applicable", {{"negatives", f.algebra_not_applicable_negatives}, {"positives", f.algebra_not_applicable_positives}}},
           {"variance_confirmations", {{"confirmed", f.confirmed}, {"disagreed", f.confirmation_disagreed}}},
           {"expectations_met", f.expectations_met},
           {"bias_equivalence_of_positives", [&] {

@@ -37,6 +37,9 @@ struct Falsifiability {
   // Variance PASSes resting on less than the declared horizon (a thin tail or no events:
   // the rule of three supports ~R/3 replicates), by kind.
   int short_evidence_negatives = 0, short_evidence_positives = 0;
+  // Controls whose algebra gate could not run (an opaque production, exact=False): counted
+  // apart, never as a detection or a pass of that gate (issue 33).
+  int algebra_not_applicable_negatives = 0, algebra_not_applicable_positives = 0;
   // Variance verdicts reached after repeated looks and checked on a fresh replicate set.
   int confirmed = 0, confirmation_disagreed = 0;
   int expectations_met = 0;
@@ -81,6 +84,7 @@ struct ControlOutcome {
   std::optional<double> variance_u;     // U; nullopt when +inf or undefined
   std::optional<double> variance_se;    // the bootstrap se of r_T, when a tail was fitted
   bool short_evidence = false;          // a variance PASS whose evidence does not reach the horizon
+  bool algebra_applicable = true;       // false: an opaque production, the algebra gate did not run
   std::optional<bool> bias_equivalent;  // the bias gate's equivalence statement (absent in older documents)
   std::optional<bool> confirmation_agrees;  // set when the verdict was checked on a fresh set
   // The bias gate's evidence, enough to re-judge it under other floors: per statistic the

@@ -96,8 +96,8 @@ void register_db_commands(CLI::App& app) {
     for (const auto& r : open) {
       std::cout << fmt::format("  {}  started {}  profile {}  shards reported {}/{}  (close it: kcert db abandon {}, or "
                                "kcert nightly --finish {} once every shard has reported)\n",
-                               r.run_id, r.started_at, r.profile.empty() ? "contract" : r.profile, r.shards_finished.size(),
-                               r.shard_count, r.run_id, r.run_id);
+                               terminal_safe(r.run_id), r.started_at, r.profile.empty() ? "contract" : terminal_safe(r.profile),
+                               r.shards_finished.size(), r.shard_count, terminal_safe(r.run_id), terminal_safe(r.run_id));
     }
   });
   auto abandon_id = std::make_shared<std::string>();
@@ -131,7 +131,7 @@ void register_db_commands(CLI::App& app) {
       }
       if (spool.torn_tail) std::cerr << "kcert: warning: " << *spool.torn_tail << "\n";
       const auto sum = store::upload(s, spool.records);
-      std::cout << fmt::format("{}: {} run record(s), {} result(s) added, {} already present{}\n", f, sum.runs,
+      std::cout << fmt::format("{}: {} run record(s), {} result(s) added, {} already present{}\n", terminal_safe(f), sum.runs,
                                sum.results_added, sum.results_present,
                                sum.refused.empty() ? "" : fmt::format(", {} refused", sum.refused.size()));
       for (const auto& [id, why] : sum.refused) {
@@ -197,7 +197,8 @@ void register_db_commands(CLI::App& app) {
                                {"max_abs_z", r.max_abs_z ? nlohmann::json(*r.max_abs_z) : nlohmann::json(nullptr)},
                                {"flagged", flagged(r)}, {"verdict_changed", static_cast<bool>(changed[i])},
                                {"reference_version", r.reference_version}, {"production_version", r.production_version},
-                               {"profile", r.profile}, {"replicates", r.replicates}, {"kcert_version", r.kcert_version}});
+                               {"profile", r.profile}, {"replicates", r.replicates}, {"kcert_version", r.kcert_version},
+                               {"variance_short_of_horizon", r.variance_short}});
       }
       out["first_" + std::string(event == "detection" ? "detection" : "false_alarm")] = first ? nlohmann::json(first->run_id) : nlohmann::json(nullptr);
       out["last_" + std::string(event == "detection" ? "detection" : "false_alarm")] = last ? nlohmann::json(last->run_id) : nlohmann::json(nullptr);
@@ -206,15 +207,17 @@ void register_db_commands(CLI::App& app) {
     }
     if (h->format == "csv") {
       std::cout << "started_at,run_id,environment,cpu_model,gpu,torch_version,verdict,algebra,bias,variance,U,max_abs_z,"
-                   "flagged,verdict_changed,reference_version,production_version,profile,replicates,kcert_version\n";
+                   "flagged,verdict_changed,reference_version,production_version,profile,replicates,kcert_version,"
+                   "variance_short_of_horizon\n";
       for (std::size_t i = 0; i < rows.size(); ++i) {
         const auto& r = rows[i];
-        std::cout << fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n", r.started_at, csv_field(r.run_id),
+        std::cout << fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n", r.started_at, csv_field(r.run_id),
                                  r.fingerprint, csv_field(r.cpu_model), csv_field(r.gpu), r.torch_version, r.verdict,
                                  r.algebra, r.bias, r.variance, r.variance_u ? fmt::format("{}", *r.variance_u) : "",
                                  r.max_abs_z ? fmt::format("{}", *r.max_abs_z) : "", flagged(r) ? "true" : "false",
                                  changed[i] ? "true" : "false", csv_field(r.reference_version),
-                                 csv_field(r.production_version), csv_field(r.profile), r.replicates, csv_field(r.kcert_version));
+                                 csv_field(r.production_version), csv_field(r.profile), r.replicates, csv_field(r.kcert_version),
+                                 r.variance_short ? "true" : "false");
       }
       return;
     }
@@ -222,6 +225,9 @@ void register_db_commands(CLI::App& app) {
     // whatever the writer sent).
     const auto safe = [](const std::string& t) { return terminal_safe(t); };
     std::cout << fmt::format("history of {} ({} run(s))\n", safe(h->q.case_id), rows.size());
+    // A variance PASS short of the horizon says so where the verdict is read (issue 32).
+    bool any_short = false;
+    for (const auto& r : rows) any_short |= r.variance_short;
     std::cout << fmt::format("{:<20}  {:<26}  {:<16}  {:<8} {:>7} {:<8}  {:<7} {:<7} {:<7} {:<8} {:>9} {:>8}  {}\n",
                              "started (UTC)", "run", "environment", "profile", "R", "kcert", "verdict", "algebra", "bias",
                              "variance", "U", "max |z|", "");
@@ -230,9 +236,10 @@ void register_db_commands(CLI::App& app) {
       std::cout << fmt::format("{:<20}  {:<26}  {:<16}  {:<8} {:>7} {:<8}  {:<7} {:<7} {:<7} {:<8} {:>9} {:>8}  {}\n",
                                safe(r.started_at), safe(r.run_id.substr(0, 26)), safe(r.fingerprint),
                                r.profile.empty() ? "-" : safe(r.profile), r.replicates, safe(r.kcert_version), safe(r.verdict),
-                               safe(gate_text(r.algebra)), safe(gate_text(r.bias)), safe(gate_text(r.variance)),
+                               safe(gate_text(r.algebra)), safe(gate_text(r.bias)), safe(gate_text(r.variance)) + (r.variance_short ? "*" : ""),
                                opt(r.variance_u), opt(r.max_abs_z), changed[i] ? "<- verdict changed" : "");
     }
+    if (any_short) std::cout << "PASS*: a variance PASS whose evidence supports fewer replicates than the horizon T\n";
     std::map<std::string, const store::HistoryRow*> envs;
     for (const auto& r : rows) envs[r.fingerprint] = &r;
     for (const auto& [fp, r] : envs) {

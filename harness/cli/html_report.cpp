@@ -713,6 +713,11 @@ HtmlReportSummary write_html_report(const HtmlReportInput& input, const fs::path
       if (st.contains("max_abs_z") && st.at("max_abs_z").is_number()) max_z = std::max(max_z, st.at("max_abs_z").get<double>());
     }
     const auto unexpected = r.value("unexpected", nlohmann::json::array());
+    // An opaque production's algebra gate did not run (issue 33): "n/a", not a PASS badge.
+    const auto& algebra_gate = gates.at("algebra");
+    const bool algebra_applicable = !(algebra_gate.is_object() && algebra_gate.contains("applicable") &&
+                                      algebra_gate.at("applicable").is_boolean() && !algebra_gate.at("applicable").get<bool>());
+    const std::string na_badge = "<span class=\"badge skip\" title=\"not applicable: opaque production\">n/a</span>";
     // A skipped control measured nothing: no U, no z, no expectation met or missed.
     const bool skipped = overall == "SKIP";
     // A negative detected as its YAML expects is not red (pytest's xfail idea): its FAIL and
@@ -723,7 +728,7 @@ HtmlReportSummary write_html_report(const HtmlReportInput& input, const fs::path
     rows += fmt::format(
         "<tr><td><a href=\"{}.html\">{}</a></td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td>"
         "<td class=\"num\">{}</td><td class=\"num\">{}</td><td>{}</td></tr>\n",
-        esc(stem), esc(id), esc(text(r, "kind")), esc(text(r, "family")), mark(va), mark(vb),
+        esc(stem), esc(id), esc(text(r, "kind")), esc(text(r, "family")), algebra_applicable ? mark(va) : na_badge, mark(vb),
         mark(vv) + short_of_horizon(gates.at("variance")), mark(overall),
         skipped ? "-" : num(gates.at("variance").value("U", nlohmann::json())),
         max_z >= 0 && !skipped ? stats::format_number(max_z) : "-",
@@ -757,7 +762,7 @@ HtmlReportSummary write_html_report(const HtmlReportInput& input, const fs::path
          << "), production <code>" << esc(text(r.at("production"), "variant")) << "</code> ("
          << esc(text(r.at("production"), "version")) << ")</p>\n";
     body << "<table><tr><th>algebra</th><th>bias</th><th>variance</th><th>overall</th><th>replicates</th></tr><tr><td>"
-         << badge(va) << "</td><td>" << badge(vb) << "</td><td>" << badge(vv) << "</td><td>" << badge(overall)
+         << (algebra_applicable ? badge(va) : na_badge) << "</td><td>" << badge(vb) << "</td><td>" << badge(vv) << "</td><td>" << badge(overall)
          << "</td><td class=\"num\">" << num(r.value("replicates", nlohmann::json())) << "</td></tr></table>\n";
     body << expectation_line(r);
     if (!skipped && !(r.contains("error") && r.at("error").is_string())) body << flagged_bucket_section(r);

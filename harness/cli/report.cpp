@@ -21,6 +21,11 @@ std::string verdict_text(const engine::CaseResult& r, stats::Verdict v) {
 
 std::string direction(int d) { return d > 0 ? "+" : d < 0 ? "-" : "0"; }
 
+// The algebra cell: "n/a" where the gate could not run (an opaque production, exact=False).
+std::string algebra_cell(const engine::CaseResult& r) {
+  return r.ran() && !r.algebra.applicable ? std::string("n/a") : verdict_text(r, r.algebra.verdict);
+}
+
 void print_buckets(std::ostream& out, const gates::BiasStatisticResult& s, const std::string& axis) {
   const auto& rows = s.flagged.empty() ? s.top : s.flagged;
   if (rows.empty()) return;
@@ -68,7 +73,7 @@ void print_verdict_table(std::ostream& out, const std::vector<engine::CaseResult
   std::size_t wa = 7, wb = 7, wv = 8, wo = 7;
   bool any_short = false;
   for (const auto& r : results) {
-    wa = std::max(wa, verdict_text(r, r.algebra.verdict).size());
+    wa = std::max(wa, algebra_cell(r).size());
     wb = std::max(wb, verdict_text(r, r.bias.verdict).size());
     wv = std::max(wv, variance_cell(r).size());
     wo = std::max(wo, verdict_text(r, r.verdict).size());
@@ -78,7 +83,7 @@ void print_verdict_table(std::ostream& out, const std::vector<engine::CaseResult
                      "variance", wv, "overall", wo, "replicates", "seconds");
   for (const auto& r : results) {
     out << fmt::format("{:<{}}  {:<{}}  {:<{}}  {:<{}}  {:<{}}  {:>10}  {:>9.1f}{}\n", r.testcase.id.substr(0, width), width,
-                       verdict_text(r, r.algebra.verdict), wa, verdict_text(r, r.bias.verdict), wb, variance_cell(r), wv,
+                       algebra_cell(r), wa, verdict_text(r, r.bias.verdict), wb, variance_cell(r), wv,
                        verdict_text(r, r.verdict), wo, r.replicates, r.runtime.seconds,
                        r.unexpected.empty() ? "" : "  (unexpected)");
   }
@@ -136,7 +141,8 @@ void print_case_details(std::ostream& out, const engine::CaseResult& r) {
     }
     out << "  (the gate lines below are the deciding gradients')\n";
   }
-  out << fmt::format("  algebra   {}  {}\n", stats::to_string(r.algebra.verdict), r.algebra.reason);
+  out << fmt::format("  algebra   {}  {}\n", r.algebra.applicable ? std::string(stats::to_string(r.algebra.verdict)) : "n/a",
+                     r.algebra.reason);
   const auto& b = r.bias;
   out << fmt::format("  bias      {}  {}\n", stats::to_string(b.verdict), b.reason);
   if (!r.nonfinite) {
@@ -223,7 +229,8 @@ void print_controls(std::ostream& out, const std::vector<eval::ControlOutcome>& 
       continue;
     }
     out << fmt::format("{:<{}}  {:<8} {:<{}} {:<7} {:<7} {:<8} {:<7} {:<8} {:<6} {:<6} {:<6} {}\n", r.id.substr(0, w), w, r.kind,
-                       r.family, fw, v(r.algebra), v(r.bias), v(r.variance) + (r.short_evidence ? "*" : ""), v(r.verdict),
+                       r.family, fw, r.algebra_applicable ? v(r.algebra) : std::string("n/a"), v(r.bias),
+                       v(r.variance) + (r.short_evidence ? "*" : ""), v(r.verdict),
                        v(r.bias_signed_only), flag(r.assert_close), flag(r.flash_attention), flag(r.dynamo_fp64),
                        r.unexpected.empty() ? "ok" : "UNEXPECTED");
     any_short |= r.short_evidence;
@@ -291,6 +298,10 @@ void print_falsifiability(std::ostream& out, const eval::Falsifiability& f) {
   row("  dynamo fp64 RMSE 3x rule", f.dynamo_fp64, false);
   out << fmt::format("  variance PASS short of the horizon (thin-tail bound above warn at T, or no events: ~R/3): {}/{} negatives, {}/{} positives\n",
                      f.short_evidence_negatives, f.negatives, f.short_evidence_positives, f.positives);
+  if (f.algebra_not_applicable_negatives + f.algebra_not_applicable_positives > 0) {
+    out << fmt::format("  algebra gate not applicable (opaque production, exact=False; counted as no detection): {}/{} negatives, {}/{} positives\n",
+                       f.algebra_not_applicable_negatives, f.negatives, f.algebra_not_applicable_positives, f.positives);
+  }
   // Only stored results from before the looks spent α (issue 36) carry a confirmation set.
   if (f.confirmed > 0) {
     out << fmt::format("  variance verdicts confirmed on a fresh replicate set after repeated looks (stored results): {} ({} disagreed, the stricter stood)\n",

@@ -264,6 +264,13 @@ void run_gates(const contract::TestCase& tc, const kernels::Family& family, stat
                const RunOptions& options, Clock::time_point t0, CaseResult& result) {
   const auto& g = tc.gates;
   gates::AlgebraGate algebra(static_cast<std::uint64_t>(g.algebra_replicates), g.algebra_tolerance);
+  // An opaque production (no exact mode) is never run under the exact policy: bias and
+  // variance still compare it with the reference and the reference's fp64 oracle.
+  const auto& production = family.variants.at(tc.production.variant);
+  if (!production.schema.exact) {
+    algebra.not_applicable("opaque production '" + tc.production.variant +
+                           "' (exact=False: no fp64 mode, so no fp64 run to compare; bias and variance use the reference's oracle)");
+  }
   gates::BiasGate bias({g.replicates, g.bias, g.bias_deciding, tc.bucket_axis, g.bias_attribution}, out_format);
   gates::VarianceGate variance(g.variance, g.replicates, g.max_replicates, out_format);
   gates::BaselineChecks baselines(g.replicates, out_format);
@@ -343,6 +350,12 @@ CaseResult run_backward(const contract::TestCase& tc_in, const kernels::Registry
   if (family.gradients.empty()) throw std::invalid_argument("family '" + tc.family + "' has no backward");
   const auto& ref = registry.variant(tc.family, tc.reference.variant);
   const auto& prod = registry.variant(tc.family, tc.production.variant);
+  if (!prod.schema.exact) {
+    // The backward pair runs the production under the exact policy in more than the algebra
+    // gate (its own forward's VJP, the structural check): not certified for opaque kernels yet.
+    throw std::invalid_argument("production variant '" + tc.production.variant +
+                                "' is opaque (exact=False): its backward cannot be certified yet (forward only)");
+  }
   // A gradient is in its input's dtype: W for the activations, a fixed input's own (an fp32
   // router weight's gradient is fp32, judged in fp32 ULPs).
   base.output_format = tc.probe.dtype;

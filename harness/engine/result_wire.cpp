@@ -60,7 +60,7 @@ class Reader {
 template <class A> void fields(A& a, gates::Location& l) { a(l.replicate, l.element, l.index, l.bucket); }
 template <class A> void fields(A& a, gates::NonFinite& n) { a(n.side, n.value, n.where); }
 template <class A> void fields(A& a, gates::AlgebraResult& r) {
-  a(r.verdict, r.replicates, r.tolerance, r.worst_discrepancy, r.worst, r.reason);
+  a(r.verdict, r.replicates, r.tolerance, r.worst_discrepancy, r.worst, r.reason, r.applicable);
 }
 template <class A> void fields(A& a, gates::BucketReport::SideBias& s) { a(s.mean, s.z, s.ulp_effect, s.verdict); }
 template <class A> void fields(A& a, gates::BucketReport& b) {

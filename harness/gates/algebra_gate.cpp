@@ -32,7 +32,11 @@ AlgebraResult AlgebraGate::decide() const {
   r.tolerance = tolerance_;
   r.worst_discrepancy = worst_;
   r.worst = where_;
-  if (pattern_mismatch_) {
+  if (!not_applicable_.empty()) {
+    r.applicable = false;
+    r.verdict = Verdict::pass;
+    r.reason = "not applicable: " + not_applicable_;
+  } else if (pattern_mismatch_) {
     r.verdict = Verdict::fail;
     r.reason = "NaN/Inf patterns differ under the fp64 policy at " + location_text(where_);
   } else if (worst_ > tolerance_) {

@@ -1,4 +1,5 @@
 #pragma once
+#include <string>
 // Gate ① (method.md §2): do reference and production compute the same real function? Both
 // run under the fp64 policy on the first N_alg replicates; PASS when every relative
 // discrepancy d_r is within tol_alg and the NaN/Inf patterns agree.
@@ -10,6 +11,13 @@ namespace kcert::gates {
 class AlgebraGate final : public Gate {
  public:
   AlgebraGate(std::uint64_t replicates, double tolerance) : wanted_(replicates), tolerance_(tolerance) {}
+
+  // The production cannot run under the exact policy (an opaque kernel): the gate asks for no
+  // fp64 run and decides "not applicable" with this reason.
+  void not_applicable(std::string why) {
+    wanted_ = 0;
+    not_applicable_ = std::move(why);
+  }
 
   // How many of the `count` replicates starting at `first` need the fp64 production run.
   std::uint64_t fp64_replicates(std::uint64_t first, std::uint64_t count) const;
@@ -25,6 +33,7 @@ class AlgebraGate final : public Gate {
   Location where_;
   bool pattern_mismatch_ = false;
   int replicates_ = 0;
+  std::string not_applicable_;
 };
 
 }  // namespace kcert::gates

@@ -19,6 +19,9 @@ using stats::Verdict;
 
 struct AlgebraResult {
   Verdict verdict = Verdict::pass;
+  // false: the production has no exact mode (an opaque kernel), so the gate did not run; its
+  // verdict stays PASS (it neither detects nor clears anything) and `reason` says why.
+  bool applicable = true;
   int replicates = 0;
   double tolerance = 1e-9;
   double worst_discrepancy = 0.0;  // max_r d_r, relative to max |ref|

@@ -111,6 +111,11 @@ struct VariantSchema {
   std::string description;
   std::vector<ParamSpec> params;
   std::string origin = "builtin";  // or the plugin's name; its version is then recorded as is
+  // Whether the variant has an exact mode: under the exact policy it computes its real
+  // function in fp64. false for an opaque production (a Triton or CUDA kernel, docs/python.md):
+  // it runs only at the working precision, its algebra gate is not applicable, and it cannot
+  // be a reference (the reference's exact run is the oracle).
+  bool exact = true;
 };
 
 // A gradient a family's backward can be certified on (issue 31): the VJP with respect to one

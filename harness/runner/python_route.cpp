@@ -304,6 +304,8 @@ void describe_python_file(const std::string& path, const PythonRoute& route, ker
       }
       kernels::VariantSchema schema{name, v.at("version").get<std::string>(), v.at("description").get<std::string>(), {}};
       for (const auto& [k, def] : v.at("params").items()) schema.params.push_back(param_of(k, def));
+      // kcert.variant(exact=False): an opaque kernel (absent from older descriptions: exact).
+      schema.exact = v.contains("exact") ? v.at("exact").get<bool>() : true;
       const std::string what = family + "/" + name;
       stand_ins.emplace_back(
           family, kernels::Variant{std::move(schema),

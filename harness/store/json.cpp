@@ -224,7 +224,7 @@ nlohmann::json to_json(const engine::CaseResult& r) {
   nlohmann::json gates;
   gates["algebra"] = {{"verdict", verdict(a.verdict)}, {"replicates", a.replicates}, {"tolerance", a.tolerance},
                       {"worst_discrepancy", json_number(a.worst_discrepancy)}, {"worst", to_json(a.worst)},
-                      {"reason", a.reason}};
+                      {"reason", a.reason}, {"applicable", a.applicable}};
   const auto& b = r.bias;
   nlohmann::json deciding = nlohmann::json::array();
   for (auto s : tc.gates.bias_deciding) deciding.push_back(std::string(stats::to_string(s)));

@@ -466,13 +466,18 @@ std::vector<HistoryRow> ResultStore::history(const HistoryQuery& q) {
   return guarded(*conn_, conn_->watchdog, conn_->statement_timeout, [&]() -> std::vector<HistoryRow> {
     pqxx::work w(*conn_);
     const auto rows = pq::exec_params(w, 
-        "SELECT to_char(d.started_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"'), d.run_id, d.fingerprint, "
-        " coalesce(d.cpu_model, ''), coalesce(d.gpu, ''), coalesce(d.torch_version, ''), d.verdict, d.algebra_verdict, "
-        " d.bias_verdict, d.variance_verdict, d.variance_u, d.max_abs_z, d.detected, d.false_alarm, d.kind, "
-        " d.reference_version, d.production_version, coalesce(d.calibration, ''), ru.profile, ru.kcert_version, d.replicates "
-        "FROM detection_history d JOIN run ru ON ru.id = d.run_id WHERE d.case_id = $1 AND ($2 = '' OR d.fingerprint = $2) "
-        " AND ($3 = '' OR d.cpu_model ILIKE '%' || $3 || '%' OR d.gpu ILIKE '%' || $3 || '%') "
-        " AND ($4 = '' OR d.started_at >= $4::timestamptz) ORDER BY d.started_at, d.run_id",
+        // The detection_history view's columns (schema/001_results.sql), read from its tables
+        // so the row's document can say whether a variance PASS fell short of the horizon.
+        "SELECT to_char(ru.started_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"'), r.run_id, e.fingerprint, "
+        " coalesce(e.cpu_model, ''), coalesce(e.gpu, ''), coalesce(e.torch_version, ''), r.verdict, r.algebra_verdict, "
+        " r.bias_verdict, r.variance_verdict, r.variance_u, r.max_abs_z, r.detected, r.false_alarm, t.kind, "
+        " r.reference_version, r.production_version, coalesce(r.calibration, ''), ru.profile, ru.kcert_version, r.replicates, "
+        " coalesce(r.document #>> '{gates,variance,evidence,reaches_horizon}', '') "
+        "FROM result r JOIN testcase t ON t.id = r.testcase_id JOIN environment e ON e.id = r.environment_id "
+        " JOIN run ru ON ru.id = r.run_id "
+        "WHERE t.case_id = $1 AND ($2 = '' OR e.fingerprint = $2) "
+        " AND ($3 = '' OR e.cpu_model ILIKE '%' || $3 || '%' OR e.gpu ILIKE '%' || $3 || '%') "
+        " AND ($4 = '' OR ru.started_at >= $4::timestamptz) ORDER BY ru.started_at, r.run_id",
         q.case_id, q.environment, q.hardware, q.since);
     std::vector<HistoryRow> out;
     for (const auto& row : rows) {
@@ -498,6 +503,7 @@ std::vector<HistoryRow> ResultStore::history(const HistoryQuery& q) {
       h.profile = row[18].c_str();
       h.kcert_version = row[19].c_str();
       h.replicates = row[20].as<std::int64_t>();
+      h.variance_short = h.variance == "PASS" && std::string(row[21].c_str()) == "false";
       out.push_back(std::move(h));
     }
     return out;

@@ -57,6 +57,7 @@ struct HistoryRow {
   std::string kind, reference_version, production_version, calibration;
   std::string profile, kcert_version;  // of the run
   std::int64_t replicates = 0;
+  bool variance_short = false;  // a variance PASS whose evidence falls short of the horizon
 };
 
 // A run as the database knows it (for closing shards and comparing nights).

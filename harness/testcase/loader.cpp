@@ -301,6 +301,12 @@ KernelChoice kernel_choice(const Reader& r, const YAML::Node& node, const std::s
     r.fail(node["variant"], field + ".variant",
            "family '" + family.name + "' has no variant '" + k.variant + "' (available: " + list + ")");
   }
+  // The oracle is the reference's run under the exact policy: an opaque kernel cannot be it.
+  if (field == "reference" && !it->second.exact) {
+    r.fail(node["variant"], field + ".variant",
+           "variant '" + k.variant + "' is opaque (exact=False: no fp64 mode), and the reference's exact run is the "
+           "oracle; name an exact reference (the eager code it replaces) and this variant as the production");
+  }
   if (node["version"] && it->second.origin != "builtin") {
     r.fail(node["version"], field + ".version",
            "variant '" + k.variant + "' comes from plugin " + it->second.version +

@@ -48,7 +48,7 @@ Precision = _C.Precision
 # (transformers, liger_kernel, ...), and their versions go into the environment.
 _MODULES_AT_IMPORT = set(sys.modules)
 
-_variants = []  # (family, name, version, description, origin, params, fn, unavailable), in registration order
+_variants = []  # (family, name, version, description, origin, params, fn, unavailable, exact), in registration order
 _files = []  # the --python files imported, in order, for the spawned workers
 
 
@@ -158,9 +158,10 @@ def exact_casts(fn):
     return _when_exact(fn, _promoted_casts)
 
 
-def _entry(family, name, fn, params=None, description=None, version=None, unavailable=None):
+def _entry(family, name, fn, params=None, description=None, version=None, unavailable=None, exact=True):
     """A Python variant as kcert._C.main takes it: (family, name, version, description,
-    origin, params, fn, unavailable), fn refused under the exact policy where it is not exact.
+    origin, params, fn, unavailable, exact), fn refused under the exact policy where it is not
+    exact. exact=False (an opaque kernel) is never called under the exact policy.
     version: default ``python:FILE@sha256:<12 hex>`` of the file that defines fn;
     description: default the first line of its docstring."""
     source = inspect.getsourcefile(inspect.unwrap(fn)) or "<unknown>"
@@ -170,11 +171,24 @@ def _entry(family, name, fn, params=None, description=None, version=None, unavai
     if description is None:
         description = (inspect.getdoc(fn) or f"Python variant {getattr(fn, '__qualname__', name)}").strip().splitlines()[0]
     what = f"{family}/{name}"
+    if not isinstance(exact, bool):
+        raise TypeError(f"kcert.variant({family!r}, {name!r}): exact must be True or False, not {exact!r}")
     return (family, name, version, description, f"python:{source}", dict(params or {}),
-            _when_exact(fn, lambda: _ExactOnly(what)), unavailable or "")
+            _when_exact(fn, lambda: _ExactOnly(what)) if exact else _never_exact(fn, what), unavailable or "", exact)
 
 
-def variant(family, name, *, params=None, description=None, version=None, unavailable=None):
+def _never_exact(fn, what):
+    """An opaque variant as kcert calls it: only ever under the working policy."""
+    @functools.wraps(fn)
+    def run(inputs, p, params):
+        if p.is_exact:
+            raise RuntimeError(f"{what} is opaque (exact=False) and was called under the exact policy: a kcert bug")
+        return fn(inputs, p, params)
+
+    return run
+
+
+def variant(family, name, *, params=None, description=None, version=None, unavailable=None, exact=True):
     """Registers ``fn(inputs, p, params) -> Tensor`` as variant ``name`` of ``family``.
 
     params: the variant's parameters and their defaults ({"eps": 1e-6}); a default's type
@@ -183,11 +197,15 @@ def variant(family, name, *, params=None, description=None, version=None, unavai
     file that defines ``fn``, so a changed kernel file is a changed kernel version.
     unavailable: why this machine cannot run it (``"transformers is not installed"``), or
     None. Its cases still load and validate, and SKIP with this reason instead of failing.
+    exact: False for an opaque kernel (Triton, CUDA, a library call) with no fp64 mode. It is
+    then run only at the working precision: its algebra gate reads "not applicable", bias and
+    variance compare it with the reference and the reference's fp64 oracle. It cannot be a
+    reference.
     """
     def register(fn):
         if not callable(fn):
             raise TypeError(f"kcert.variant({family!r}, {name!r}) decorates a callable, not {type(fn).__name__}")
-        _variants.append(_entry(family, name, fn, params, description, version, unavailable))
+        _variants.append(_entry(family, name, fn, params, description, version, unavailable, exact))
         return fn
 
     return register
@@ -272,9 +290,9 @@ def _describe(out_fd):
     workers (harness/runner/python_route.cpp)."""
     import json
     variants = []
-    for family, name, version, description, origin, params, _fn, unavailable in _variants:
+    for family, name, version, description, origin, params, _fn, unavailable, exact in _variants:
         variants.append({"family": family, "name": name, "version": version, "description": description,
-                         "origin": origin, "params": params, "unavailable": unavailable})
+                         "origin": origin, "params": params, "unavailable": unavailable, "exact": exact})
     with os.fdopen(out_fd, "w") as out:
         json.dump({"variants": variants, "files": list(_files)}, out)
         out.write("\n")

@@ -65,6 +65,7 @@ struct PythonVariant {
   std::vector<ParamSpec> params;
   std::shared_ptr<py::object> fn;
   std::string unavailable;  // why this machine cannot run it (kcert.variant(unavailable=...))
+  bool exact = true;        // kcert.variant(exact=False): an opaque kernel
 };
 
 kcert::kernels::KernelFn kernel_of(const PythonVariant& pv) {
@@ -128,7 +129,7 @@ PYBIND11_MODULE(_C, m) {
           const auto t = item.cast<py::tuple>();
           PythonVariant pv{t[0].cast<std::string>(), t[1].cast<std::string>(), t[2].cast<std::string>(),
                            t[3].cast<std::string>(), t[4].cast<std::string>(), {}, hold(t[6].cast<py::object>()),
-                           t[7].cast<std::string>()};
+                           t[7].cast<std::string>(), t.size() > 8 ? t[8].cast<bool>() : true};
           for (const auto& [k, v] : t[5].cast<py::dict>()) pv.params.push_back(param_of(k.cast<std::string>(), v));
           pending.push_back(std::move(pv));
         }
@@ -139,6 +140,7 @@ PYBIND11_MODULE(_C, m) {
         front_end.extend = [&pending](kcert::kernels::Registry& registry) {
           for (const auto& pv : pending) {
             kcert::kernels::Variant v{{pv.name, pv.version, pv.description, pv.params}, kernel_of(pv), {}, pv.unavailable};
+            v.schema.exact = pv.exact;
             try {
               registry.add_variant(pv.family, std::move(v));
             } catch (const std::out_of_range& e) {  // the registry lists the families it has

@@ -91,6 +91,17 @@ grep -qE ' smoke +[0-9]+ +0\.[0-9]' "$work/out.txt" || fail "history rows lack t
 expect_status 2 "$kcert" history n1_gemma_rmsnorm_ofset_bf16
 grep -q "no stored results for case 'n1_gemma_rmsnorm_ofset_bf16'.*did you mean n1_gemma_rmsnorm_offset_bf16?" "$work/err.txt" ||
   fail "an unknown case id must be refused with the closest stored one"
+# A variance PASS short of the horizon is marked PASS* in the table and flagged in the JSON,
+# as the stored documents say (counted here by SQL on the documents themselves).
+for id in rw_rmsnorm_mean_as_sum_times_inv_n n1_gemma_rmsnorm_offset_bf16; do
+  want=$(sql "SELECT count(*) FROM result r JOIN testcase t ON t.id = r.testcase_id WHERE t.case_id = '$id'
+              AND r.variance_verdict = 'PASS' AND r.document #>> '{gates,variance,evidence,reaches_horizon}' = 'false'")
+  expect_status 0 "$kcert" history "$id" --format json
+  got=$("$py" -c 'import json,sys; print(sum(r["variance_short_of_horizon"] for r in json.load(open(sys.argv[1]))["runs"]))' "$work/out.txt")
+  [[ $got == "$want" ]] || fail "history of $id: $got runs short of the horizon in JSON, the documents say $want"
+  expect_status 0 "$kcert" history "$id"
+  [[ $(grep -c ' PASS\* ' "$work/out.txt" || true) == "$want" ]] || fail "history of $id: PASS* rows differ from the $want documents"
+done
 expect_status 0 "$kcert" history n1_gemma_rmsnorm_offset_bf16 --since 2999-01-01
 grep -q "(0 run(s))" "$work/out.txt" || fail "a stored case filtered to nothing is an empty history, not an error"
 

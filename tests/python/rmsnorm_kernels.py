@@ -33,6 +33,14 @@ def fused_weight_fp32(inputs, p, params):
     return p.round_w(u * inverse_rms(u, params["eps"]) * p.up(inputs["w"]))
 
 
+@kcert.variant("rmsnorm", "py_gemma_offset_opaque", params={"eps": 1e-6}, exact=False)
+def gemma_offset_opaque(inputs, p, params):
+    """N1's defect written as an opaque kernel runs it: fixed fp32 math, bf16 out, no fp64 mode"""
+    x = inputs["x"].float()
+    gain = (inputs["w"].float() + 1.0).to(torch.bfloat16).float()
+    return (x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + params["eps"]) * gain).to(torch.bfloat16)
+
+
 @kcert.variant("rmsnorm", "py_raises", params={"eps": 1e-6})
 def raises(inputs, p, params):
     raise ValueError("this kernel was asked for eps=%g" % params["eps"])

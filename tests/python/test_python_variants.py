@@ -83,6 +83,30 @@ def test_a_python_twin_gives_the_cpp_results_bit_for_bit(tmp_path, isolation):
     assert "python:rmsnorm_kernels.py@sha256:" in version  # the kernel file's hash is recorded
 
 
+def test_an_opaque_production_is_certified_by_bias_and_variance_with_its_algebra_gate_not_applicable(tmp_path):
+    # N1's defect as an opaque kernel (exact=False: fixed fp32 math, no fp64 mode) against the
+    # exact Python reference: never run under the exact policy, its algebra gate reads "not
+    # applicable", and bias and variance give the C++ N1's figures bit for bit.
+    cpp, py, a, b = cpp_and_python(tmp_path, N1, ("gemma", "gemma_offset_in_w"), ("py_gemma", "py_gemma_offset_opaque"))
+    assert py.returncode == 1, py.stdout + py.stderr  # the bias gate still FAILs it
+    ra, rb = a["results"][0], b["results"][0]
+    assert ra["gates"]["algebra"]["applicable"] is True
+    assert rb["gates"]["algebra"]["applicable"] is False
+    assert rb["gates"]["algebra"]["reason"].startswith("not applicable: opaque production 'py_gemma_offset_opaque'")
+    assert rb["gates"]["algebra"]["replicates"] == 0
+    assert rb["gates"]["bias"] == ra["gates"]["bias"]
+    assert rb["gates"]["variance"] == ra["gates"]["variance"]
+    assert re.search(r"n1_gemma_rmsnorm_offset_bf16\s+n/a\s+FAIL", py.stdout), py.stdout
+
+
+def test_an_opaque_kernel_cannot_be_the_reference(tmp_path):
+    case = tmp_path / "opaque_reference.yaml"
+    case.write_text(with_variants(N1.read_text(), "py_gemma_offset_opaque", "py_gemma"))
+    r = python_kcert("run", case, "--profile", "smoke", "--quiet")
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert "reference.variant: variant 'py_gemma_offset_opaque' is opaque (exact=False: no fp64 mode)" in r.stderr, r.stderr
+
+
 def test_a_misbehaving_python_kernel_is_its_cases_error(tmp_path):
     text = N1.read_text()
     for name in ("py_raises", "py_exits", "py_not_a_tensor", "py_segfault"):
