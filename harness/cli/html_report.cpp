@@ -219,7 +219,8 @@ bool run_gnuplot(const fs::path& dir, const std::string& script, const std::stri
   }
   // gnuplot's own words (warnings about a series, its errors) go to the log in the plots
   // folder, not to the console of a nightly (issue 32); an empty log is removed.
-  const int log_fd = ::openat(dir_fd, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644);
+  // Read and write: its last line is read back for the reason of a failure.
+  const int log_fd = ::openat(dir_fd, log.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644);
   if (log_fd < 0) {
     why = "gnuplot could not be started in " + folder + ": " + log + ": " + std::strerror(errno);
     ::close(in[0]);
@@ -606,7 +607,9 @@ std::string bucket_label(const std::string& axis, std::int64_t bucket, const nlo
     const auto half = size("shape.head_dim") / 2;
     return fmt::format("position {} x pair {}", bucket / half, bucket % half);
   }
-  if (axis == "head_position" && size("shape.tokens") >= 1) {
+  // Attention's key-side gradients (dk, dv) bucket over kv_tokens: decoded only where the two agree.
+  const bool kv_differs = size("shape.kv_tokens") > 0 && size("shape.kv_tokens") != size("shape.tokens");
+  if (axis == "head_position" && size("shape.tokens") >= 1 && !kv_differs) {
     const auto tokens = size("shape.tokens");
     return fmt::format("head {} x position {}", bucket / tokens, bucket % tokens);
   }

@@ -200,7 +200,7 @@ int report(const NightlyData& d, const std::string& report_dir, bool quiet) {
               << s.plots << " plots)\n";
     if (!s.plot_note.empty()) std::cerr << "kcert: warning: " << s.plot_note << "\n";
   }
-  for (const auto& r : reasons) std::cout << "attention: " << r << "\n";
+  for (const auto& r : reasons) std::cout << "attention: " << terminal_safe(r) << "\n";
   std::cout << tally_line(table, d.seconds) << "\n";
   return code;
 }
@@ -225,9 +225,13 @@ NightlyData from_database(store::ResultStore& db, const std::string& run_id) {
                                  summary->shard_count));
   }
   std::set<std::string> envs, cals;
+  // Per control of this run: its R and calibration, to say what differs from each baseline.
+  std::map<std::string, std::pair<std::uint64_t, std::string>> facts_by_id;
   for (auto& r : db.run_results(run_id)) {
     envs.insert(r.fingerprint);
     if (!r.calibration.empty()) cals.insert(r.family + ": " + r.calibration);
+    facts_by_id[r.case_id] = {eval::outcome_from_document(r.document).replicates,
+                              r.calibration.empty() ? std::string() : r.family + ": " + r.calibration};
     d.khat[r.case_id] = r.khat;
     d.documents.push_back(std::move(r.document));
   }
@@ -236,6 +240,7 @@ NightlyData from_database(store::ResultStore& db, const std::string& run_id) {
   const auto previous = db.previous_results(run_id);
   // The runs compared against, named with what differs from this one (issue 32, item 3).
   std::map<std::string, eval::BaselineRun> baselines;
+  std::map<std::string, eval::RunFacts> now_by_baseline;  // this run, on each baseline's controls only
   for (const auto& p : previous) {
     const auto o = eval::outcome_from_document(p.document);
     d.previous.emplace(p.case_id, o);
@@ -247,19 +252,17 @@ NightlyData from_database(store::ResultStore& db, const std::string& run_id) {
     b.controls += 1;
     if (o.replicates > 0) b.replicates.insert(o.replicates);
     if (!p.calibration.empty()) b.calibrations.insert(p.family + ": " + p.calibration);
+    auto& now = now_by_baseline[p.run_id];
+    now.kcert_version = KCERT_VERSION;
+    if (const auto it = facts_by_id.find(p.case_id); it != facts_by_id.end()) {
+      if (it->second.first > 0) now.replicates.insert(it->second.first);
+      if (!it->second.second.empty()) now.calibrations.insert(it->second.second);
+    }
   }
-  eval::RunFacts now;
-  now.kcert_version = KCERT_VERSION;
-  for (const auto& doc : d.documents) {
-    const auto o = eval::outcome_from_document(doc);
-    // Only what is compared: the controls that ran here and in a baseline.
-    if (o.replicates > 0 && d.previous.count(o.id)) now.replicates.insert(o.replicates);
-  }
-  now.calibrations.insert(cals.begin(), cals.end());
   std::vector<eval::BaselineRun> runs;
   for (auto& [id, b] : baselines) runs.push_back(std::move(b));
   std::sort(runs.begin(), runs.end(), [](const auto& a, const auto& b) { return a.started_at > b.started_at; });
-  d.baselines = eval::describe_baselines(now, runs);
+  for (const auto& b : runs) d.baselines.push_back(eval::describe_baselines(now_by_baseline[b.run_id], {b}).front());
   if (d.environments.size() == 1) {
     d.history_note.clear();
     for (const auto& doc : d.documents) {

@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "harness/cli/terminal_text.hpp"
+
 namespace kcert::cli {
 
 namespace {
@@ -218,18 +220,21 @@ void print_controls(std::ostream& out, const std::vector<eval::ControlOutcome>& 
                      "family", fw, "algebra", "bias", "variance", "all", "bias(S)", "close", "FA", "dynamo", "expected");
   // A variance PASS short of the horizon is "PASS*" (issue 32): marked where the verdict is
   // read, in the column's width, with the footnote below the table.
+  // The outcomes may come from stored documents (nightly --finish): their texts reach the
+  // terminal through terminal_safe.
+  const auto t = [](const std::string& s) { return terminal_safe(s); };
   bool any_short = false;
   for (const auto& r : results) {
     if (!r.error.empty()) {
-      out << fmt::format("{:<{}}  {:<8} {:<{}} ERROR: {}\n", r.id.substr(0, w), w, r.kind, r.family, fw, r.error);
+      out << fmt::format("{:<{}}  {:<8} {:<{}} ERROR: {}\n", t(r.id.substr(0, w)), w, t(r.kind), t(r.family), fw, t(r.error));
       continue;
     }
     if (!r.skipped.empty()) {
-      out << fmt::format("{:<{}}  {:<8} {:<{}} SKIP: {}\n", r.id.substr(0, w), w, r.kind, r.family, fw, r.skipped);
+      out << fmt::format("{:<{}}  {:<8} {:<{}} SKIP: {}\n", t(r.id.substr(0, w)), w, t(r.kind), t(r.family), fw, t(r.skipped));
       continue;
     }
-    out << fmt::format("{:<{}}  {:<8} {:<{}} {:<7} {:<7} {:<8} {:<7} {:<8} {:<6} {:<6} {:<6} {}\n", r.id.substr(0, w), w, r.kind,
-                       r.family, fw, r.algebra_applicable ? v(r.algebra) : std::string("n/a"), v(r.bias),
+    out << fmt::format("{:<{}}  {:<8} {:<{}} {:<7} {:<7} {:<8} {:<7} {:<8} {:<6} {:<6} {:<6} {}\n", t(r.id.substr(0, w)), w,
+                       t(r.kind), t(r.family), fw, r.algebra_applicable ? v(r.algebra) : std::string("n/a"), v(r.bias),
                        v(r.variance) + (r.short_evidence ? "*" : ""), v(r.verdict),
                        v(r.bias_signed_only), flag(r.assert_close), flag(r.flash_attention), flag(r.dynamo_fp64),
                        r.unexpected.empty() ? "ok" : "UNEXPECTED");
@@ -325,6 +330,7 @@ void print_falsifiability(std::ostream& out, const eval::Falsifiability& f) {
 void markdown_controls(std::ostream& out, const std::vector<eval::ControlOutcome>& results) {
   out << "| control | kind | family | algebra | bias | variance | all | bias(S) | U | assert_close | FA | dynamo | expected |\n"
          "|---|---|---|---|---|---|---|---|---|---|---|---|---|\n";
+  bool any_short = false;
   for (const auto& r : results) {
     if (!r.error.empty()) {
       out << fmt::format("| {} | {} | {} | ERROR: {} |||||||||\n", r.id, r.kind, r.family, r.error);
@@ -335,11 +341,14 @@ void markdown_controls(std::ostream& out, const std::vector<eval::ControlOutcome
       continue;
     }
     out << fmt::format("| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |\n", r.id, r.kind, r.family,
-                       v(r.algebra), v(r.bias), v(r.variance), v(r.verdict), v(r.bias_signed_only),
+                       r.algebra_applicable ? v(r.algebra) : std::string("n/a"), v(r.bias),
+                       v(r.variance) + (r.short_evidence ? "\\*" : ""), v(r.verdict), v(r.bias_signed_only),
                        r.variance_u ? fmt::format("{:.3g}", *r.variance_u) : std::string("inf/-"), flag(r.assert_close),
                        flag(r.flash_attention), flag(r.dynamo_fp64),
                        r.unexpected.empty() ? std::string("ok") : "UNEXPECTED: " + r.unexpected.front());
+    any_short |= r.short_evidence;
   }
+  if (any_short) out << "\nPASS\\*: a variance PASS whose evidence supports fewer replicates than the horizon T.\n";
 }
 
 void markdown_falsifiability(std::ostream& out, const eval::Falsifiability& f) {

@@ -21,7 +21,7 @@ def _variant_name(role, fn):
     return f"certify_{role}_{base}"
 
 
-def _kernel(role, kernel, family, extra):
+def _kernel(role, kernel, family, extra, exact=True):
     """(variant name, params) for a variant name, a callable, or either with its params."""
     params = {}
     if isinstance(kernel, tuple):
@@ -37,7 +37,7 @@ def _kernel(role, kernel, family, extra):
     # As @kcert.variant's: the file's digest, so an edited kernel is another kernel version.
     digest = _sha256(source)[:12] if os.path.isfile(source) else "unknown"
     version = f"python:{os.path.basename(source)}@sha256:{digest}:{kernel.__qualname__}"
-    extra.append(_entry(family, name, kernel, params, doc, version))
+    extra.append(_entry(family, name, kernel, params, doc, version, None, exact))
     return name, dict(params)
 
 
@@ -62,7 +62,7 @@ def _captured(run):
 
 
 def certify(*, family, reference, production, probe=None, buckets=None, replicates=None, gates=None,
-            kind="positive", id=None, expected=None, profile=None, math_modes=None):
+            kind="positive", id=None, expected=None, profile=None, math_modes=None, production_exact=True):
     """Certifies `production` against `reference` on one probe and returns a Certification.
 
     reference, production: a registered variant's name (``kcert list``: C++ or
@@ -72,6 +72,8 @@ def certify(*, family, reference, production, probe=None, buckets=None, replicat
         "shape": {"tokens": 64, "hidden": 256}}``; dtype defaults to bf16, seed to 1.
     buckets, gates, kind, expected, profile: as in a case file; replicates: the bias gate's
         R (``--replicates``); math_modes: ``{"tf32_matmul": "on"}``.
+    production_exact: False for a callable production with no fp64 mode (a Triton or CUDA
+        kernel): as ``@kcert.variant(exact=False)``, its algebra gate is not applicable.
 
     The case runs in this process (a kernel that crashes the process takes the test with it:
     the command line's spawned workers are the isolated route).
@@ -79,7 +81,7 @@ def certify(*, family, reference, production, probe=None, buckets=None, replicat
     from . import _environment, _files, _variants
     extra = []
     ref_name, ref_params = _kernel("reference", reference, family, extra)
-    prod_name, prod_params = _kernel("production", production, family, extra)
+    prod_name, prod_params = _kernel("production", production, family, extra, production_exact)
     probe = {"dtype": "bf16", "seed": 1, **(probe or {})}
     case = {
         "schema": 1,

@@ -117,16 +117,17 @@ _kcert_positionals() {
       ;;
     list)
       _kcert_text list_json list --json
-      _kcert_out=$(grep -oE '^      "family": "[^"]*"' <<<"$_kcert_out" | sed -E 's/.*: "(.*)"/\1/')
+      _kcert_out=$(grep -oE '^      "family": "[A-Za-z0-9_.-]+"' <<<"$_kcert_out" | sed -E 's/.*: "(.*)"/\1/')
       ;;
     "db abandon")
+      # File names are anyone's (a cloned .kcert/): only plain ids become words, since
+      # compgen -W expands what it is given ($(...) in a name would run).
       local home=${KCERT_HOME:-.kcert} f names=()
-      for f in "$home"/spool/*.jsonl "$home"/reports/*/; do
-        [[ -e $f ]] || continue
-        f=${f%/}
+      for f in "$home"/spool/* "$home"/reports/*; do
         f=${f##*/}
-        f=${f%.jsonl}
-        names+=("${f%-shard[0-9]*}")
+        [[ $f == *.jsonl ]] && f=${f%.jsonl}
+        f=${f%-shard[0-9]*}
+        [[ $f =~ ^[A-Za-z0-9._-]+$ && $f != "*" ]] && names+=("$f")
       done
       _kcert_out=${names[*]}
       ;;
@@ -163,8 +164,9 @@ _kcert() {
     elif [[ $prev == --profile ]]; then
       # The profiles the named case files (or the controls) define.
       _kcert_case_files
-      mapfile -t COMPREPLY < <(compgen -W "$(grep -rhsA20 '^profiles:' --include='*.yaml' "${_kcert_files[@]}" |
-        grep -oE '^  [a-z][a-z0-9_-]*:' | tr -d ' :' | sort -u)" -- "$cur")
+      ((${#_kcert_files[@]})) &&  # grep -r given no file would search the current folder
+        mapfile -t COMPREPLY < <(compgen -W "$(grep -rhsA20 '^profiles:' --include='*.yaml' "${_kcert_files[@]}" |
+          grep -oE '^  [a-z][a-z0-9_-]*:' | tr -d ' :' | sort -u)" -- "$cur")
     else
       mapfile -t COMPREPLY < <(compgen -f -- "$cur")
     fi

@@ -32,6 +32,10 @@ done
 [[ $(ls "$BUILD"/man/*.1 | wc -l) -eq $(( $(wc -w <<<"$commands") + 1 )) ]] || fail "stray pages in $BUILD/man"
 
 # --- bash completion ---
+# Its disk cache goes to a folder of the test's own, never the user's ~/.cache.
+home=$(mktemp -d)
+trap 'rm -rf "$home"' EXIT
+export XDG_CACHE_HOME=$home/cache
 complete_words() {  # complete_words WORD... : what completion offers for the last word
   bash -c 'source "$1"; shift; COMP_WORDS=("$@"); COMP_CWORD=$((${#COMP_WORDS[@]} - 1)); COMPREPLY=(); _kcert; echo "${COMPREPLY[*]}"' \
     _ "$SRC/scripts/completion/kcert.bash" "$@"
@@ -52,12 +56,13 @@ expect "--quiet" "$KCERT" run --json out.json --qu
 expect "--help" "$KCERT" db migrate --
 expect "n1_gemma_rmsnorm_offset_bf16 n1_gemma_rmsnorm_offset_bf16_transformers" "$KCERT" history n1_gemma  # case ids
 expect "rmsnorm" "$KCERT" list rms                        # families
-home=$(mktemp -d)
-trap 'rm -rf "$home"' EXIT
 mkdir -p "$home/spool" "$home/reports/20261201T010203Z-0badc0de"
 : >"$home/spool/20261202T010203Z-1a2b3c4d-shard2.jsonl"
-got=$(KCERT_HOME=$home complete_words "$KCERT" db abandon 2026)
+# A file name with a command substitution is not a word (compgen -W would run it).
+: >"$home/spool/2026\$(touch ran).jsonl"
+got=$(cd "$home" && KCERT_HOME=$home complete_words "$KCERT" db abandon 2026)
 [[ $got == "20261202T010203Z-1a2b3c4d 20261201T010203Z-0badc0de" ]] || fail "run ids: got '$got'"
+[[ ! -e $home/ran ]] || fail "completing run ids ran a command named in a file name"
 
 # The texts are cached per binary, on disk: a new shell's TAB runs no kcert at all, and a
 # rebuilt binary (other size or time) is asked again. A wrapper counts kcert's runs.
@@ -65,7 +70,7 @@ wrapper=$home/bin/kcert
 mkdir -p "$home/bin"
 printf '#!/bin/sh\necho run >>"%s"\nexec "%s" "$@"\n' "$home/calls" "$KCERT" >"$wrapper"
 chmod +x "$wrapper"
-export XDG_CACHE_HOME=$home/cache
+XDG_CACHE_HOME=$home/cache2
 [[ $(complete_words "$wrapper" run --json out.json --qu) == --quiet ]] || fail "completion through the wrapper"
 first=$(wc -l <"$home/calls")
 (( first >= 2 )) || fail "expected the first TAB to read kcert's texts, it ran kcert $first times"

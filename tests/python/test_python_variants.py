@@ -232,6 +232,23 @@ def test_certify_records_the_kernel_files_digest(tmp_path):
     assert re.search(r"^python:k\.py@sha256:[0-9a-f]{12}:mine$", r.stdout.strip().splitlines()[-1]), r.stdout
 
 
+def test_certify_takes_an_opaque_callable_production(tmp_path):
+    # kcert.certify(production=fn, production_exact=False): fn is never called under the exact
+    # policy (it would raise here), and the algebra gate is not applicable.
+    script = ("import torch, kcert\n"
+              "def opaque(inputs, p, params):\n"
+              "    assert not p.is_exact, 'called under the exact policy'\n"
+              "    x = inputs['x'].float()\n"
+              "    return (x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6) * (1.0 + inputs['w'].float())).to(torch.bfloat16)\n"
+              "c = kcert.certify(family='rmsnorm', reference='gemma', production=opaque, production_exact=False,\n"
+              "                  replicates=8, probe={'shape': {'tokens': 8, 'hidden': 64}})\n"
+              "a = c.result['gates']['algebra']\n"
+              "print(a['applicable'], a['reason'])\n")
+    r = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert r.stdout.strip().splitlines()[-1].startswith("False not applicable: opaque production"), r.stdout
+
+
 def test_a_nan_output_and_a_nan_gradient_fail_todays_checks(tmp_path):
     # Issue 54: assert_close, FlashAttention's and dynamo's rules as kcert emulates them skipped
     # non-finite elements, so a NaN passed the last two. Forward: a NaN output; backward: a
