@@ -21,6 +21,7 @@
 #include "harness/cli/exit_codes.hpp"
 #include "harness/cli/khat_reader.hpp"
 #include "harness/cli/report.hpp"
+#include "harness/stats/verdict.hpp"
 #include "harness/cli/terminal_text.hpp"
 #include "harness/engine/isolated.hpp"
 #include "eval/falsifiability.hpp"
@@ -842,10 +843,8 @@ HtmlReportSummary write_html_report(const HtmlReportInput& input, const fs::path
     if (found == input.khat.end()) body << "<p>No K-hat sample for this control.</p>\n";
     // The deciding gate's plots first: the bias planes when the bias gate is the worse one.
     auto figures = plots.figures;
-    const auto rank = [](const std::string& v) {
-      return v == "FAIL" ? 3 : v == "WARN" ? 2 : v == "INCONCLUSIVE" ? 1 : 0;
-    };
-    if (rank(vb) > rank(vv)) {
+    const auto bias_verdict = stats::parse_verdict(vb), variance_verdict = stats::parse_verdict(vv);
+    if (bias_verdict && variance_verdict && *bias_verdict > *variance_verdict) {
       std::stable_partition(figures.begin(), figures.end(),
                             [](const auto& f) { return f.first.find("-bias-") != std::string::npos; });
     }
@@ -913,9 +912,7 @@ HtmlReportSummary write_html_report(const HtmlReportInput& input, const fs::path
     std::string when;
     if (doc.contains("started_at") && doc.at("started_at").is_string()) when = "started " + esc(text(doc, "started_at"));
     if (doc.contains("seconds") && doc.at("seconds").is_number() && doc.at("seconds").get<double>() >= 0) {
-      const double sec = doc.at("seconds").get<double>();
-      when += (when.empty() ? "ran " : ", ran ") +
-              (sec < 120 ? fmt::format("{:.0f} s", sec) : fmt::format("{:.0f} min", sec / 60));
+      when += (when.empty() ? "ran " : ", ran ") + duration_text(doc.at("seconds").get<double>());
     }
     if (!when.empty()) body << "<p>" << when << "</p>\n";
     if (!input.run_folder_link.empty()) {

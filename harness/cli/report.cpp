@@ -259,10 +259,12 @@ std::string tally_line(const eval::Falsifiability& f, double seconds) {
   if (c.false_warn > 0) line += fmt::format(" ({} WARN)", c.false_warn);
   line += fmt::format(", {} inconclusive, {} skipped, {} error(s); {} unexpected against the YAML expectations",
                       c.negatives_inconclusive + c.positives_inconclusive, f.skipped.size(), f.errors, f.unexpected.size());
-  if (seconds >= 0) {
-    line += seconds < 120 ? fmt::format(", in {:.0f} s", seconds) : fmt::format(", in {:.0f} min", seconds / 60);
-  }
+  if (seconds >= 0) line += ", in " + duration_text(seconds);
   return line;
+}
+
+std::string duration_text(double seconds) {
+  return seconds < 120 ? fmt::format("{:.0f} s", seconds) : fmt::format("{:.0f} min", seconds / 60);
 }
 
 void print_falsifiability(std::ostream& out, const eval::Falsifiability& f) {

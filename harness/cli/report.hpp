@@ -23,6 +23,8 @@ void print_falsifiability(std::ostream& out, const eval::Falsifiability& f);
 // positives not FAILed (2 WARN), 0 inconclusive, 3 skipped, 0 errors; 0 unexpected, in 37 min".
 // `seconds` < 0: no duration (results read back, not run here).
 std::string tally_line(const eval::Falsifiability& f, double seconds);
+// "37 s" under two minutes, else "37 min".
+std::string duration_text(double seconds);
 void markdown_controls(std::ostream& out, const std::vector<eval::ControlOutcome>& results);
 void markdown_falsifiability(std::ostream& out, const eval::Falsifiability& f);
 

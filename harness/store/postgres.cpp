@@ -466,18 +466,15 @@ std::vector<HistoryRow> ResultStore::history(const HistoryQuery& q) {
   return guarded(*conn_, conn_->watchdog, conn_->statement_timeout, [&]() -> std::vector<HistoryRow> {
     pqxx::work w(*conn_);
     const auto rows = pq::exec_params(w, 
-        // The detection_history view's columns (schema/001_results.sql), read from its tables
-        // so the row's document can say whether a variance PASS fell short of the horizon.
-        "SELECT to_char(ru.started_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"'), r.run_id, e.fingerprint, "
-        " coalesce(e.cpu_model, ''), coalesce(e.gpu, ''), coalesce(e.torch_version, ''), r.verdict, r.algebra_verdict, "
-        " r.bias_verdict, r.variance_verdict, r.variance_u, r.max_abs_z, r.detected, r.false_alarm, t.kind, "
-        " r.reference_version, r.production_version, coalesce(r.calibration, ''), ru.profile, ru.kcert_version, r.replicates, "
-        " coalesce(r.document #>> '{gates,variance,evidence,reaches_horizon}', '') "
-        "FROM result r JOIN testcase t ON t.id = r.testcase_id JOIN environment e ON e.id = r.environment_id "
-        " JOIN run ru ON ru.id = r.run_id "
-        "WHERE t.case_id = $1 AND ($2 = '' OR e.fingerprint = $2) "
-        " AND ($3 = '' OR e.cpu_model ILIKE '%' || $3 || '%' OR e.gpu ILIKE '%' || $3 || '%') "
-        " AND ($4 = '' OR ru.started_at >= $4::timestamptz) ORDER BY ru.started_at, r.run_id",
+        // The view with the run's profile and kcert version and the document's reaches_horizon
+        // (schema/009).
+        "SELECT to_char(started_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"'), run_id, fingerprint, "
+        " coalesce(cpu_model, ''), coalesce(gpu, ''), coalesce(torch_version, ''), verdict, algebra_verdict, bias_verdict, "
+        " variance_verdict, variance_u, max_abs_z, detected, false_alarm, kind, reference_version, production_version, "
+        " coalesce(calibration, ''), profile, kcert_version, replicates, coalesce(reaches_horizon, '') "
+        "FROM detection_history WHERE case_id = $1 AND ($2 = '' OR fingerprint = $2) "
+        " AND ($3 = '' OR cpu_model ILIKE '%' || $3 || '%' OR gpu ILIKE '%' || $3 || '%') "
+        " AND ($4 = '' OR started_at >= $4::timestamptz) ORDER BY started_at, run_id",
         q.case_id, q.environment, q.hardware, q.since);
     std::vector<HistoryRow> out;
     for (const auto& row : rows) {
