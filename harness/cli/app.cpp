@@ -57,7 +57,7 @@ int run_command_line(int argc, char** argv, const FrontEnd& front_end) {
   app.add_option("--threads", threads,
                  "LibTorch intra-op threads (default: OMP_NUM_THREADS, else SLURM_CPUS_PER_TASK, else the CPUs this "
                  "process may use: affinity mask and cgroup quota)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(kcert::cli::integer_in(0, 4096, "0 <= N <= 4096 (0: automatic)"));
   std::vector<std::string> plugins;
   app.add_option("--plugin", plugins,
                  "load a kernel plugin (.so) before anything else; repeatable; also KCERT_PLUGINS=a.so:b.so "

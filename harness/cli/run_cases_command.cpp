@@ -142,7 +142,8 @@ void register_run_command(CLI::App& app, kernels::Registry& registry, const runn
   cmd->add_option("--device", o->device, "where kernels run")->check(CLI::IsMember({"cpu", "cuda"}))->capture_default_str();
   cmd->add_option("--profile", o->profile, "apply each case's profiles.<name> overrides (e.g. smoke)");
   add_filter_option(cmd, o->filters);
-  cmd->add_option("--batch", o->batch, "replicates per kernel call (default: automatic)")->check(CLI::NonNegativeNumber);
+  cmd->add_option("--batch", o->batch, "replicates per kernel call (default: automatic)")
+      ->check(integer_in(0, kMaxReplicatesFlag, "0 <= B <= 1048576 (0: automatic)"));
   cmd->add_flag("--quiet", o->quiet, "no progress lines on stderr");
   cmd->add_flag("--brief", o->brief, "print the verdict table only");
   cmd->add_flag("--expect", o->expect, "exit 1 when a case's verdicts differ from its YAML expectation");

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "harness/cli/exit_codes.hpp"
+#include "harness/cli/flag_checks.hpp"
 #include "harness/cli/khat_reader.hpp"
 #include "harness/store/json.hpp"
 #include "harness/stats/tail.hpp"
@@ -85,14 +86,16 @@ void register_tail_fit_command(CLI::App& app) {
   cmd->add_option("--tail-q", opts->settings.tail_q, "threshold u = this quantile of the positive K-hat")
       ->capture_default_str();
   cmd->add_option("--bootstrap", opts->settings.bootstrap, "bootstrap resamples B for se (0: none)")
+      ->check(integer_in(0, 1000000, "0 <= B <= 1000000"))
       ->capture_default_str();
   cmd->add_option("--bootstrap-kind", opts->bootstrap_kind,
                   "'exceedances' (u, zeta fixed; the method's default) or 'full' (resample all K-hat)")
       ->check(CLI::IsMember({"exceedances", "full"}))
       ->capture_default_str();
-  cmd->add_option("--seed", opts->settings.seed, "bootstrap seed")->capture_default_str();
+  cmd->add_option("--seed", opts->settings.seed, "bootstrap seed")->check(integer_in(0, INT64_MAX, "an integer >= 0"))->capture_default_str();
   cmd->add_option("--level", opts->settings.level, "one-sided level of U, the bound on r_T")->capture_default_str();
   cmd->add_option("--min-exceedances", opts->settings.min_exceedances, "fewer exceedances: thin tail, no fit")
+      ->check(integer_in(2, kMaxReplicatesFlag, "2 <= N <= 1048576"))
       ->capture_default_str();
   cmd->add_flag("--json", opts->json, "print JSON (docs/results.md) instead of the table");
   cmd->callback([opts]() {
