@@ -214,7 +214,14 @@ NightlyData from_database(store::ResultStore& db, const std::string& run_id) {
   d.shard_count = summary->shard_count;
   d.started_at = summary->started_at;
   d.source = "database";
-  if (static_cast<int>(summary->shards_finished.size()) < summary->shard_count) {
+  const bool every_shard_reported = static_cast<int>(summary->shards_finished.size()) >= summary->shard_count;
+  // Every shard reported and the run still `running`: a finish lost to a crash, or to two
+  // shards finishing at once under an older kcert. --finish repairs it (issue 53, item 7), so
+  // the run counts as a baseline for the next night's "since the last run".
+  if (every_shard_reported && summary->status == "running" && db.close_if_complete(run_id)) {
+    std::cerr << "kcert: run " << run_id << " had every shard reported but was still marked running; marked finished\n";
+  }
+  if (!every_shard_reported) {
     std::string missing;
     for (int k = 0; k < summary->shard_count; ++k) {
       if (std::find(summary->shards_finished.begin(), summary->shards_finished.end(), k) == summary->shards_finished.end()) {

@@ -46,6 +46,15 @@ RunStorage::RunStorage(const StorageOptions& o) : wanted_db_(o.db) {
   try {
     db_ = std::make_unique<store::ResultStore>(store::conninfo_from_environment());
     db_->store_run(run_record_);
+    // A --run-id of a run that has finished: the database refuses results after a finish,
+    // so say it once here rather than once per control.
+    if (const auto stored = db_->run_summary(run_->run_id); stored && stored->status != "running") {
+      std::cerr << "kcert: warning: run " << run_->run_id << " is " << stored->status
+                << " in the database; this run's results go to the spool only (choose a new --run-id)\n";
+      db_.reset();
+      run_closed_ = true;
+      return;
+    }
     std::cerr << "kcert: storing results in " << db_->describe() << "\n";
   } catch (const std::exception& e) {
     database_down(e.what());
@@ -91,6 +100,9 @@ void RunStorage::finish(const std::string& status) {
               << " result(s) it refused (see the warnings); every result is in " << spool_->path() << "\n";
   } else if (db_) {
     std::cerr << "kcert: run " << run_->run_id << " stored in the database\n";
+  } else if (run_closed_) {
+    std::cerr << "kcert: run " << run_->run_id << " was already closed in the database; every result is in "
+              << spool_->path() << "\n";
   } else if (wanted_db_) {
     std::cerr << "kcert: the database was unavailable; every result is in " << spool_->path()
               << "; upload it later with: kcert upload " << spool_->path() << "\n";

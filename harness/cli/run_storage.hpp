@@ -52,6 +52,7 @@ class RunStorage {
   std::unique_ptr<store::ResultStore> db_;
   int refused_ = 0;  // results the database refused (each in the spool, named in a warning)
   bool wanted_db_ = false;
+  bool run_closed_ = false;  // the --run-id names a run the database holds as finished or aborted
 };
 
 }  // namespace kcert::cli

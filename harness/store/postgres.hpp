@@ -122,6 +122,10 @@ class ResultStore {
   std::vector<RunSummary> unfinished_runs();
   // Marks a running run `aborted` (its stored results stay); false when it is not running.
   bool abandon_run(const std::string& run_id);
+  // Marks a running run whose every shard has finished `finished` (at its last shard's
+  // finish): what a finish lost to a crash or an older kcert's race left behind. False when
+  // the run is not running or a shard has not reported.
+  bool close_if_complete(const std::string& run_id);
   std::vector<StoredResult> run_results(const std::string& run_id);
   // For every case of the run: its latest result in the same environment from an earlier
   // finished run of the same profile (what "since the last run" compares against).

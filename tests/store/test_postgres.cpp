@@ -3,6 +3,7 @@
 #include "tests/catch_torch.hpp"
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -553,4 +554,110 @@ TEST_CASE("a database nobody migrated says to run kcert db migrate, and the resu
   std::ifstream spool(dir + "/s.jsonl");
   std::string all((std::istreambuf_iterator<char>(spool)), std::istreambuf_iterator<char>());
   CHECK_THAT(all, Catch::Contains("unmigrated_case"));
+}
+
+TEST_CASE("a run's results go in while it runs, once per case, and a run left running is repaired (issue 53, item 7)",
+          "[postgres][hostile]") {
+  const auto db = fresh_database("kcert_t_runs_left_running");
+  run_kcert(db, "db migrate");
+  const auto dir = temp_dir("runs-left-running");
+  write_case(dir + "/a.yaml", "a_fast", 32, 64, 64);
+  int rc = -1;
+  run_kcert(db, "run " + dir + "/a.yaml --db --quiet --brief --spool " + dir + "/fin.jsonl --run-id fin7", &rc);
+  REQUIRE(count(db, "SELECT count(*) FROM run WHERE id = 'fin7' AND status = 'finished'") == 1);
+  const auto spool_text = run_command("cat " + dir + "/fin.jsonl").output;
+  const auto run_line = spool_text.substr(0, spool_text.find('\n') + 1);
+  const auto in_result = spool_text.find("\"type\":\"result\"");
+  REQUIRE(in_result != std::string::npos);
+  const auto line_start = spool_text.rfind('\n', in_result) + 1;
+  const auto result = nlohmann::json::parse(spool_text.substr(line_start, spool_text.find('\n', in_result) - line_start));
+  const auto write = [&](const std::string& name, const std::vector<nlohmann::json>& records) {
+    std::ofstream out(dir + "/" + name);
+    for (const auto& r : records) out << r.dump() << "\n";
+    return dir + "/" + name;
+  };
+  const auto run = nlohmann::json::parse(run_line);
+
+  // Upload added a result to a finished run, and a second row for a case the run holds (the
+  // same id from another version of its case file). Its own spool again is all present.
+  auto late = result, other_version = result;
+  late["testcase"]["case_id"] = late["result"]["id"] = "after_the_finish";
+  late["testcase"]["yaml_sha256"] = "0123";
+  other_version["testcase"]["yaml_sha256"] = "4567";
+  auto out = run_kcert(db, "upload " + write("late.jsonl", {run, late, other_version}), &rc);
+  INFO(out);
+  CHECK(rc == 2);
+  CHECK_THAT(out, Catch::Contains("0 result(s) added, 0 already present, 2 refused"));
+  CHECK_THAT(out, Catch::Contains("the database refused the result of after_the_finish: run fin7 is finished: a result cannot be added after its finish"));
+  CHECK_THAT(out, Catch::Contains("the database refused the result of a_fast: run fin7 already holds a result for a_fast from another version of its case file"));
+  out = run_kcert(db, "upload " + dir + "/fin.jsonl", &rc);
+  CHECK(rc == 0);
+  CHECK_THAT(out, Catch::Contains("0 result(s) added, 1 already present"));
+  CHECK(count(db, "SELECT count(*) FROM result WHERE run_id = 'fin7'") == 1);
+  CHECK(count(db, "SELECT count(*) FROM testcase WHERE yaml_sha256 IN ('0123', '4567')") == 0);
+  // `kcert run --run-id` of that finished run keeps its results in the spool and says so once.
+  out = run_kcert(db, "run " + dir + "/a.yaml --db --quiet --brief --spool " + dir + "/again.jsonl --run-id fin7", &rc);
+  CHECK_THAT(out, Catch::Contains("run fin7 is finished in the database; this run's results go to the spool only"));
+  CHECK(count(db, "SELECT count(*) FROM result WHERE run_id = 'fin7'") == 1);
+
+  // A field below what the spool check reads, of another type: upload stopped with
+  // `internal error` after committing the results before it. Now that record is refused and
+  // the others stored.
+  auto open_run = run, good = result, bad = result;
+  open_run["run_id"] = good["run_id"] = bad["run_id"] = "open7";
+  bad["testcase"]["case_id"] = bad["result"]["id"] = "bad_bucket";
+  bad["testcase"]["yaml_sha256"] = "89ab";
+  bad["result"]["gates"]["bias"]["signed"]["top"] = nlohmann::json::array({{{"bucket", "first"}}});
+  out = run_kcert(db, "upload " + write("deep.jsonl", {open_run, bad, good}), &rc);
+  INFO(out);
+  CHECK(rc == 2);
+  CHECK_THAT(out, Catch::Contains("1 result(s) added, 0 already present, 1 refused"));
+  CHECK_THAT(out, Catch::Contains("the database refused the result of bad_bucket: a field of the result is not what kcert writes"));
+  CHECK_THAT(out, !Catch::Contains("internal error"));
+  CHECK(count(db, "SELECT count(*) FROM result WHERE run_id = 'open7'") == 1);
+
+  // Two shards finishing at once left the run `running` with both reported (1 in 10 tries).
+  constexpr int kRaces = 30;
+  for (int i = 0; i < kRaces; ++i) {
+    kcert::store::RunInfo shard[2] = {run_on_this_machine("race-" + std::to_string(i)), run_on_this_machine("race-" + std::to_string(i))};
+    kcert::store::ResultStore first(db), second(db);
+    kcert::store::ResultStore* stores[2] = {&first, &second};
+    for (int k = 0; k < 2; ++k) {
+      shard[k].shard_count = 2;
+      shard[k].shard_index = k;
+      stores[k]->store_run(kcert::store::run_record(shard[k]));
+    }
+    std::atomic<int> ready{0};
+    std::vector<std::thread> finishing;
+    for (int k = 0; k < 2; ++k) {
+      finishing.emplace_back([&, k] {
+        const auto fin = kcert::store::finish_record(shard[k], "finished");
+        ++ready;
+        while (ready.load() < 2) {
+        }
+        stores[k]->store_finish(fin);
+      });
+    }
+    for (auto& t : finishing) t.join();
+  }
+  CHECK(count(db, "SELECT count(*) FROM run WHERE id LIKE 'race-%' AND status = 'finished'") == kRaces);
+
+  // A run an older kcert left that way: --finish marks it finished, at its last shard's finish.
+  {
+    kcert::store::RunInfo left = run_on_this_machine("left7");
+    left.shard_count = 2;
+    kcert::store::ResultStore store(db);
+    for (int k = 0; k < 2; ++k) {
+      left.shard_index = k;
+      store.store_run(kcert::store::run_record(left));
+    }
+    pqxx::connection c(db);
+    pqxx::work w(c);
+    w.exec("UPDATE run_shard SET finished_at = '2026-12-01T01:00:00Z' WHERE run_id = 'left7'");
+    w.commit();
+  }
+  out = run_kcert(db, "nightly --finish left7 --quiet --report " + dir + "/left7-report", &rc);
+  INFO(out);
+  CHECK_THAT(out, Catch::Contains("kcert: run left7 had every shard reported but was still marked running; marked finished"));
+  CHECK(count(db, "SELECT count(*) FROM run WHERE id = 'left7' AND status = 'finished' AND finished_at = '2026-12-01T01:00:00Z'") == 1);
 }
