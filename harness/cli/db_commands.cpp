@@ -198,7 +198,7 @@ void register_db_commands(CLI::App& app) {
                                {"flagged", flagged(r)}, {"verdict_changed", static_cast<bool>(changed[i])},
                                {"reference_version", r.reference_version}, {"production_version", r.production_version},
                                {"profile", r.profile}, {"replicates", r.replicates}, {"kcert_version", r.kcert_version},
-                               {"variance_short_of_horizon", r.variance_short}});
+                               {"variance_short_of_horizon", r.variance_short}, {"algebra_applicable", r.algebra_applicable}});
       }
       out["first_" + std::string(event == "detection" ? "detection" : "false_alarm")] = first ? nlohmann::json(first->run_id) : nlohmann::json(nullptr);
       out["last_" + std::string(event == "detection" ? "detection" : "false_alarm")] = last ? nlohmann::json(last->run_id) : nlohmann::json(nullptr);
@@ -208,16 +208,16 @@ void register_db_commands(CLI::App& app) {
     if (h->format == "csv") {
       std::cout << "started_at,run_id,environment,cpu_model,gpu,torch_version,verdict,algebra,bias,variance,U,max_abs_z,"
                    "flagged,verdict_changed,reference_version,production_version,profile,replicates,kcert_version,"
-                   "variance_short_of_horizon\n";
+                   "variance_short_of_horizon,algebra_applicable\n";
       for (std::size_t i = 0; i < rows.size(); ++i) {
         const auto& r = rows[i];
-        std::cout << fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n", r.started_at, csv_field(r.run_id),
+        std::cout << fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n", r.started_at, csv_field(r.run_id),
                                  r.fingerprint, csv_field(r.cpu_model), csv_field(r.gpu), r.torch_version, r.verdict,
                                  r.algebra, r.bias, r.variance, r.variance_u ? fmt::format("{}", *r.variance_u) : "",
                                  r.max_abs_z ? fmt::format("{}", *r.max_abs_z) : "", flagged(r) ? "true" : "false",
                                  changed[i] ? "true" : "false", csv_field(r.reference_version),
                                  csv_field(r.production_version), csv_field(r.profile), r.replicates, csv_field(r.kcert_version),
-                                 r.variance_short ? "true" : "false");
+                                 r.variance_short ? "true" : "false", r.algebra_applicable ? "true" : "false");
       }
       return;
     }
@@ -236,10 +236,12 @@ void register_db_commands(CLI::App& app) {
       std::cout << fmt::format("{:<20}  {:<26}  {:<16}  {:<8} {:>7} {:<8}  {:<7} {:<7} {:<7} {:<8} {:>9} {:>8}  {}\n",
                                safe(r.started_at), safe(r.run_id.substr(0, 26)), safe(r.fingerprint),
                                r.profile.empty() ? "-" : safe(r.profile), r.replicates, safe(r.kcert_version), safe(r.verdict),
-                               safe(gate_text(r.algebra)), safe(gate_text(r.bias)), safe(gate_text(r.variance)) + (r.variance_short ? "*" : ""),
+                               r.algebra_applicable ? safe(gate_text(r.algebra)) : std::string("n/a"), safe(gate_text(r.bias)), safe(gate_text(r.variance)) + (r.variance_short ? "*" : ""),
                                opt(r.variance_u), opt(r.max_abs_z), changed[i] ? "<- verdict changed" : "");
     }
     if (any_short) std::cout << "PASS*: a variance PASS whose evidence supports fewer replicates than the horizon T\n";
+    if (std::any_of(rows.begin(), rows.end(), [](const store::HistoryRow& r) { return !r.algebra_applicable; }))
+      std::cout << "n/a: the algebra gate did not run (an opaque production, exact=False: no fp64 mode)\n";
     std::map<std::string, const store::HistoryRow*> envs;
     for (const auto& r : rows) envs[r.fingerprint] = &r;
     for (const auto& [fp, r] : envs) {

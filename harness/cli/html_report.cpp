@@ -95,6 +95,15 @@ std::string badge(const std::string& verdict) {
   return "<span class=\"badge " + cls + "\">" + esc(verdict.empty() ? "-" : verdict) + "</span>";
 }
 
+// A probe setting's or gradient's algebra badge: "n/a" where `algebra_applicable` is false (an
+// opaque production, issue 33), not the PASS the gate's default reads.
+std::string point_algebra_badge(const nlohmann::json& point) {
+  const auto it = point.find("algebra_applicable");
+  if (it != point.end() && it->is_boolean() && !it->get<bool>())
+    return "<span class=\"badge skip\" title=\"not applicable: opaque production\">n/a</span>";
+  return badge(text(point, "algebra"));
+}
+
 // A FAIL or WARN that is what the control is for (a negative detected as expected).
 std::string designed_badge(const std::string& verdict) {
   if (verdict != "FAIL" && verdict != "WARN") return badge(verdict);
@@ -800,7 +809,7 @@ HtmlReportSummary write_html_report(const HtmlReportInput& input, const fs::path
       for (const auto& pt : sw.value("settings", nlohmann::json::array())) {
         if (!pt.is_object()) continue;
         body << "<tr><td>" << esc(text(pt, "name")) << "</td><td><code>" << esc(text(pt, "probe")) << "</code></td><td>"
-             << badge(text(pt, "verdict")) << "</td><td>" << badge(text(pt, "algebra")) << "</td><td>"
+             << badge(text(pt, "verdict")) << "</td><td>" << point_algebra_badge(pt) << "</td><td>"
              << badge(text(pt, "bias")) << "</td><td>" << badge(text(pt, "variance")) << "</td><td class=\"num\">"
              << esc(num(pt.value("U", nlohmann::json()))) << "</td><td class=\"num\">" << esc(num(pt.value("max_abs_z", nlohmann::json())))
              << "</td></tr>";
@@ -825,7 +834,7 @@ HtmlReportSummary write_html_report(const HtmlReportInput& input, const fs::path
         body << "<tr><td>" << esc(text(g, "name")) << "</td><td>" << esc(text(g, "input")) << "</td><td>"
              << esc(text(g, "bucket_axis")) << "</td><td class=\"num\">"
              << (n.is_number_integer() && n.get<std::int64_t>() > 0 ? esc(num(n)) + " " + esc(text(g, "reduces")) : std::string("-"))
-             << "</td><td>" << badge(text(g, "verdict")) << "</td><td>" << badge(text(g, "algebra")) << "</td><td>"
+             << "</td><td>" << badge(text(g, "verdict")) << "</td><td>" << point_algebra_badge(g) << "</td><td>"
              << badge(text(g, "bias")) << "</td><td>" << badge(text(g, "variance")) << "</td><td class=\"num\">"
              << esc(num(g.value("U", nlohmann::json()))) << "</td><td class=\"num\">"
              << esc(num(g.value("max_abs_z", nlohmann::json()))) << "</td></tr>";

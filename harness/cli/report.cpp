@@ -23,6 +23,11 @@ std::string verdict_text(const engine::CaseResult& r, stats::Verdict v) {
 
 std::string direction(int d) { return d > 0 ? "+" : d < 0 ? "-" : "0"; }
 
+// A probe setting's or gradient's algebra verdict, "n/a" where the gate did not run.
+std::string point_algebra(const engine::SweepPoint& p) {
+  return p.algebra_applicable ? std::string(stats::to_string(p.algebra)) : std::string("n/a");
+}
+
 // The algebra cell: "n/a" where the gate could not run (an opaque production, exact=False).
 std::string algebra_cell(const engine::CaseResult& r) {
   return r.ran() && !r.algebra.applicable ? std::string("n/a") : verdict_text(r, r.algebra.verdict);
@@ -114,7 +119,7 @@ void print_case_details(std::ostream& out, const engine::CaseResult& r) {
                        r.sweep.size(), by("algebra"), by("bias"), by("variance"));
     for (const auto& p : r.sweep) {
       out << fmt::format("    {:<16} {:<7} algebra {:<4}  bias {:<4} (max |z| {}, {} ULP)  variance {:<4} (U {})  {}\n", p.name,
-                         stats::to_string(p.verdict), stats::to_string(p.algebra), stats::to_string(p.bias),
+                         stats::to_string(p.verdict), point_algebra(p), stats::to_string(p.bias),
                          num(p.max_abs_z), num(p.max_ulp_effect, 3), stats::to_string(p.variance), num(p.U),
                          p.probe_text.empty() ? std::string("(the contract's probe)") : p.probe_text);
     }
@@ -136,7 +141,7 @@ void print_case_details(std::ostream& out, const engine::CaseResult& r) {
                        by("variance"));
     for (const auto& g : r.gradients) {
       out << fmt::format("    {:<6} {:<5} algebra {:<4}  bias {:<4} ({} buckets, max |z| {}, {} ULP)  variance {:<4} (U {})  {}\n",
-                         g.name, stats::to_string(g.verdict), stats::to_string(g.algebra), stats::to_string(g.bias),
+                         g.name, stats::to_string(g.verdict), point_algebra(g), stats::to_string(g.bias),
                          g.bucket_axis, num(g.max_abs_z), num(g.max_ulp_effect, 3), stats::to_string(g.variance), num(g.U),
                          g.reduction_size > 0 ? fmt::format("N = {} {} per replicate", g.reduction_size, g.reduces)
                                               : std::string("per element"));

@@ -31,6 +31,7 @@ struct SweepPoint {
   std::uint64_t replicates = 0;
   double seconds = 0.0;
   std::string bias_reason, variance_reason;
+  bool algebra_applicable = true;  // false: an opaque production, the algebra gate did not run ("n/a")
 };
 
 // One gradient of a backward case (issue 31), as it came out: its gates' verdicts and maxima,

@@ -254,6 +254,7 @@ SweepPoint point_of(const std::string& name, const std::string& probe_text, cons
   p.seconds = r.runtime.seconds;
   p.bias_reason = r.bias.reason;
   p.variance_reason = r.variance.reason;
+  p.algebra_applicable = r.algebra.applicable;
   return p;
 }
 
@@ -350,12 +351,9 @@ CaseResult run_backward(const contract::TestCase& tc_in, const kernels::Registry
   if (family.gradients.empty()) throw std::invalid_argument("family '" + tc.family + "' has no backward");
   const auto& ref = registry.variant(tc.family, tc.reference.variant);
   const auto& prod = registry.variant(tc.family, tc.production.variant);
-  if (!prod.schema.exact) {
-    // The backward pair runs the production under the exact policy in more than the algebra
-    // gate (its own forward's VJP, the structural check): not certified for opaque kernels yet.
-    throw std::invalid_argument("production variant '" + tc.production.variant +
-                                "' is opaque (exact=False): its backward cannot be certified yet (forward only)");
-  }
+  // An opaque production (exact=False) is run at W only: its gradients' algebra gates are not
+  // applicable (run_gates), and the fp64 run that also checks an explicit backward against its
+  // own forward's VJP never happens. The structural checks of its W gradients still apply.
   // A gradient is in its input's dtype: W for the activations, a fixed input's own (an fp32
   // router weight's gradient is fp32, judged in fp32 ULPs).
   base.output_format = tc.probe.dtype;
@@ -393,6 +391,7 @@ CaseResult run_backward(const contract::TestCase& tc_in, const kernels::Registry
     if (!pair.structural().empty()) {
       r.algebra.verdict = Verdict::fail;
       r.algebra.reason = pair.structural();
+      r.algebra.applicable = true;  // a missing or misshapen gradient is seen at W: the check ran
     } else if (r.algebra.verdict == Verdict::fail && pair.own_forward_discrepancy() >= 0) {
       r.algebra.reason += pair.own_forward_discrepancy() > tc.gates.algebra_tolerance
                               ? "; the production's backward is not the VJP of its own forward either (it differs from "

@@ -122,7 +122,7 @@ template <class A> void fields(A& a, Runtime& r) {
 }
 template <class A> void fields(A& a, SweepPoint& p) {
   a(p.name, p.probe_text, p.verdict, p.algebra, p.bias, p.variance, p.U, p.max_abs_z, p.max_ulp_effect, p.replicates,
-    p.seconds, p.bias_reason, p.variance_reason);
+    p.seconds, p.bias_reason, p.variance_reason, p.algebra_applicable);
 }
 template <class A> void fields(A& a, GradientPoint& p) {
   fields(a, static_cast<SweepPoint&>(p));

@@ -288,6 +288,8 @@ nlohmann::json to_json(const engine::CaseResult& r) {
                           {"U", json_number(pt.U)}, {"max_abs_z", json_number(pt.max_abs_z)},
                           {"max_ulp_effect", json_number(pt.max_ulp_effect)}, {"replicates", pt.replicates},
                           {"bias_reason", pt.bias_reason}, {"variance_reason", pt.variance_reason}});
+      // Only where false, so the documents of exact productions keep their bits.
+      if (!pt.algebra_applicable) settings.back()["algebra_applicable"] = false;
     }
     j["sweep"] = {{"settings", settings}, {"decided_by", r.decided_by}};
   } else {
@@ -313,6 +315,7 @@ nlohmann::json to_json(const engine::CaseResult& r) {
                                                                                  : json_number(g.own_forward_discrepancy)},
                        {"algebra_reason", g.algebra_reason}, {"bias_reason", g.bias_reason},
                        {"variance_reason", g.variance_reason}});
+      if (!g.algebra_applicable) grads.back()["algebra_applicable"] = false;
     }
     const auto& bw = tc.backward;
     nlohmann::json dy = {{"kind", bw.dy_kind}, {"shift", json_number(bw.dy_shift)}, {"scale", json_number(bw.dy_scale)}};

@@ -497,7 +497,8 @@ std::vector<HistoryRow> ResultStore::history(const HistoryQuery& q) {
         "SELECT to_char(started_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"'), run_id, fingerprint, "
         " coalesce(cpu_model, ''), coalesce(gpu, ''), coalesce(torch_version, ''), verdict, algebra_verdict, bias_verdict, "
         " variance_verdict, variance_u, max_abs_z, detected, false_alarm, kind, reference_version, production_version, "
-        " coalesce(calibration, ''), profile, kcert_version, replicates, coalesce(reaches_horizon, '') "
+        " coalesce(calibration, ''), profile, kcert_version, replicates, coalesce(reaches_horizon, ''), "
+        " coalesce(algebra_applicable, '') "
         "FROM detection_history WHERE case_id = $1 AND ($2 = '' OR fingerprint = $2) "
         " AND ($3 = '' OR cpu_model ILIKE '%' || $3 || '%' OR gpu ILIKE '%' || $3 || '%') "
         " AND ($4 = '' OR started_at >= $4::timestamptz) ORDER BY started_at, run_id",
@@ -527,6 +528,7 @@ std::vector<HistoryRow> ResultStore::history(const HistoryQuery& q) {
       h.kcert_version = row[19].c_str();
       h.replicates = row[20].as<std::int64_t>();
       h.variance_short = h.variance == "PASS" && std::string(row[21].c_str()) == "false";
+      h.algebra_applicable = std::string(row[22].c_str()) != "false";
       out.push_back(std::move(h));
     }
     return out;

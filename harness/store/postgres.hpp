@@ -58,6 +58,7 @@ struct HistoryRow {
   std::string profile, kcert_version;  // of the run
   std::int64_t replicates = 0;
   bool variance_short = false;  // a variance PASS whose evidence falls short of the horizon
+  bool algebra_applicable = true;  // false: an opaque production, its algebra gate did not run
 };
 
 // A run as the database knows it (for closing shards and comparing nights).

@@ -99,6 +99,27 @@ def test_an_opaque_production_is_certified_by_bias_and_variance_with_its_algebra
     assert re.search(r"n1_gemma_rmsnorm_offset_bf16\s+n/a\s+FAIL", py.stdout), py.stdout
 
 
+def test_an_opaque_production_s_backward_is_certified_with_its_algebra_gates_not_applicable(tmp_path):
+    # The same opaque kernel in a case of both directions: its gradients come from autograd at
+    # W only (never the exact policy), each gradient's algebra gate reads n/a in the JSON and
+    # the console, and bias and variance judge them against the reference's fp64 gradients.
+    # It was an ERROR ("its backward cannot be certified yet").
+    cpp, py, a, b = cpp_and_python(tmp_path, RW16, ("gemma", "gemma_offset_in_w"), ("py_gemma", "py_gemma_offset_opaque"))
+    assert [r["id"] for r in b["results"]] == ["rw_rmsnorm_rsqrt_vs_recip_sqrt", "rw_rmsnorm_rsqrt_vs_recip_sqrt@backward"]
+    backward = b["results"][1]
+    assert backward["verdict"] != "ERROR", backward.get("error")
+    assert backward["gates"]["algebra"]["applicable"] is False
+    assert backward["gates"]["algebra"]["reason"].startswith("not applicable: opaque production"), backward["gates"]["algebra"]
+    gradients = backward["backward"]["gradients"]
+    assert [g["name"] for g in gradients] == ["dx", "dw"]
+    assert all(g["algebra_applicable"] is False for g in gradients), gradients
+    assert all("algebra_applicable" not in g for g in a["results"][1]["backward"]["gradients"])  # exact: not written
+    assert re.search(r"rw_rmsnorm_rsqrt_vs_recip_sqrt@backward\s+n/a\s", py.stdout), py.stdout
+    # The C++ pair's backward (the same arithmetic, run exactly for its algebra gate) is
+    # detected by the bias gate; so is the opaque one, on the reference's oracle.
+    assert a["results"][1]["gates"]["bias"]["verdict"] == backward["gates"]["bias"]["verdict"]
+
+
 def test_an_opaque_kernel_cannot_be_the_reference(tmp_path):
     case = tmp_path / "opaque_reference.yaml"
     case.write_text(with_variants(N1.read_text(), "py_gemma_offset_opaque", "py_gemma"))

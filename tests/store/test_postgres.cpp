@@ -661,3 +661,34 @@ TEST_CASE("a run's results go in while it runs, once per case, and a run left ru
   CHECK_THAT(out, Catch::Contains("kcert: run left7 had every shard reported but was still marked running; marked finished"));
   CHECK(count(db, "SELECT count(*) FROM run WHERE id = 'left7' AND status = 'finished' AND finished_at = '2026-12-01T01:00:00Z'") == 1);
 }
+
+TEST_CASE("kcert history reads an opaque production's algebra gate as n/a, not its stored PASS (issue 33)", "[postgres]") {
+  const auto db = fresh_database("kcert_t_history_opaque");
+  run_kcert(db, "db migrate");
+  const auto run = run_on_this_machine("opaque-row");
+  kcert::engine::CaseResult opaque, exact;
+  for (auto* r : {&opaque, &exact}) {
+    r->testcase.kind = kcert::contract::Kind::negative;
+    r->testcase.family = "rmsnorm";
+  }
+  opaque.testcase.id = "opaque_production";
+  opaque.algebra.applicable = false;
+  opaque.algebra.reason = "not applicable: opaque production 'py_fused' (exact=False)";
+  exact.testcase.id = "exact_production";
+  kcert::store::ResultStore store(db);
+  const auto run_rec = kcert::store::run_record(run);
+  store.store_run(run_rec);
+  REQUIRE(store.store_result(run_rec, kcert::store::result_record(run, opaque)));
+  REQUIRE(store.store_result(run_rec, kcert::store::result_record(run, exact)));
+  auto out = run_kcert(db, "history opaque_production");
+  INFO(out);
+  CHECK_THAT(out, Catch::Contains("n/a: the algebra gate did not run (an opaque production"));
+  CHECK_THAT(out, Catch::Matches("(.|\\n)*opaque-row .* PASS +n/a +PASS(.|\\n)*"));
+  out = run_kcert(db, "history opaque_production --format json");
+  CHECK_THAT(out, Catch::Contains("\"algebra_applicable\": false"));
+  out = run_kcert(db, "history opaque_production --format csv");
+  CHECK_THAT(out, Catch::EndsWith(",false\n"));
+  out = run_kcert(db, "history exact_production");
+  CHECK_THAT(out, !Catch::Contains("n/a"));
+  CHECK_THAT(run_kcert(db, "history exact_production --format json"), Catch::Contains("\"algebra_applicable\": true"));
+}
