@@ -30,6 +30,7 @@
 #include "harness/store/environment.hpp"
 #include "harness/store/json.hpp"
 #include "harness/store/json_text.hpp"
+#include "harness/store/regular_file.hpp"
 #include "harness/store/postgres.hpp"
 
 extern char** environ;
@@ -1057,10 +1058,13 @@ void register_report_command(CLI::App& app) {
   cmd->callback([o]() {
     const fs::path folder(o->folder);
     const std::string file = (folder / "results.json").string();
-    std::ifstream in(folder / "results.json", std::ios::binary);
-    if (!in) throw InputError(file + ": cannot open (is this a nightly report folder?)");
-    const std::string json_text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    if (in.bad()) throw InputError(file + ": cannot read");
+    if (!fs::exists(folder / "results.json")) throw InputError(file + ": no such file (is this a nightly report folder?)");
+    std::string json_text;
+    try {
+      json_text = store::read_regular_file(file, std::uint64_t{1} << 30);
+    } catch (const std::runtime_error& e) {
+      throw InputError(e.what());
+    }
     // A crafted folder (anyone who can write the report folder or the database can make one):
     // 100,000-deep nesting segfaulted the parse, a field of another type printed nlohmann's
     // internal error. Both are refused here with the file and the field.

@@ -1,4 +1,7 @@
 #include "harness/cli/nightly_command.hpp"
+#include <fcntl.h>
+#include <sys/file.h>
+#include <unistd.h>
 
 #include <fmt/format.h>
 
@@ -6,6 +9,7 @@
 #include <cctype>
 #include <chrono>
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -93,7 +97,34 @@ struct NightlyData {
   std::string started_at;  // the run's start (UTC, ISO 8601; "" = not known)
 };
 
+// One kcert writes a report folder at a time (issue 53, item 9): two nightlies given one
+// --report interleaved their pages, and the index named whichever run finished last. The
+// lock is taken where the report is written, not at the start: the shards of one run may
+// share a --report, and only the last one (or --finish) writes it.
+class ReportFolderLock {
+ public:
+  explicit ReportFolderLock(const std::string& dir) {
+    store::make_private_directories(dir);
+    const std::string path = dir + "/.kcert-report.lock";
+    fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+    if (fd_ < 0) throw InputError(path + ": cannot open the report folder's lock: " + std::strerror(errno));
+    if (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
+      ::close(fd_);
+      throw InputError("report folder " + dir + " is being written by another kcert (it holds " + path +
+                       "); give each nightly its own --report folder (the results are stored; `kcert nightly --finish "
+                       "RUN_ID --report DIR` writes this run's report later)");
+    }
+  }
+  ~ReportFolderLock() { ::close(fd_); }
+  ReportFolderLock(const ReportFolderLock&) = delete;
+  ReportFolderLock& operator=(const ReportFolderLock&) = delete;
+
+ private:
+  int fd_ = -1;
+};
+
 int report(const NightlyData& d, const std::string& report_dir, bool quiet) {
+  const ReportFolderLock lock(report_dir);
   std::vector<eval::ControlOutcome> outcomes;
   for (const auto& doc : d.documents) outcomes.push_back(eval::outcome_from_document(doc));
   std::sort(outcomes.begin(), outcomes.end(), [](const auto& a, const auto& b) {

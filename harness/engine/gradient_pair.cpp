@@ -7,7 +7,9 @@
 #include "harness/engine/draw.hpp"
 #include "harness/kernels/probe.hpp"
 #include "harness/kernels/vjp.hpp"
+#include "harness/stats/format.hpp"
 #include "harness/stats/random.hpp"
+#include "harness/stats/ulp.hpp"
 
 namespace kcert::engine {
 
@@ -101,6 +103,29 @@ torch::Tensor draw_dy(kernels::InputStream& stream, const torch::Tensor& y64, co
   return dy;
 }
 
+// A dy probe that carries nothing, or more than W holds, is the case's error, not a verdict
+// (issue 53, item 9): every row zeroed (zero_rows >= rows) or a scale that underflows W gave
+// all-zero gradients on both sides, and a negative control PASSed every gate; an fp16 dy that
+// overflows gave inf gradients, and a correct pair FAILed with the production blamed.
+void GradientPair::check_upstream_gradient(const torch::Tensor& dy, const torch::Tensor& dy_w) const {
+  const auto& bw = tc_.backward;
+  const std::string w(stats::traits(tc_.probe.dtype).name);
+  const auto num = [](double v) { return stats::format_number(v); };
+  if (!torch::isfinite(dy_w).all().item<bool>()) {
+    throw std::invalid_argument("backward.dy: the upstream gradient overflows " + w + " (max |dy| " + num(max_abs(dy)) +
+                                " before rounding; scale " + num(bw.dy_scale) + ", huge_row x" + num(bw.dy_huge_row) +
+                                "): lower backward.dy.scale or huge_row");
+  }
+  if (max_abs(dy_w) == 0.0) {
+    const auto last = dy.dim() == 0 ? std::int64_t{1} : dy.size(-1);
+    const auto rows = dy.numel() / std::max<std::int64_t>(1, last);
+    throw std::invalid_argument(
+        "backward.dy: the upstream gradient is zero in " + w + " (zero_rows " + std::to_string(bw.dy_zero_rows) + " of " +
+        std::to_string(rows) + " rows, scale " + num(bw.dy_scale) + ", max |dy| " + num(max_abs(dy)) +
+        " before rounding): every gradient is zero on both sides and the gates would certify nothing");
+  }
+}
+
 PairOutputs GradientPair::evaluate(std::uint64_t first, std::int64_t count) {
   const auto td = Clock::now();
   const auto stacked = draw_replicates(family_, tc_.probe, fixed_cpu_, tc_.probe.seed, first, count);
@@ -127,6 +152,7 @@ PairOutputs GradientPair::evaluate(std::uint64_t first, std::int64_t count) {
     kernels::InputStream stream(stats::derive_seed(dy_seed_, first + static_cast<std::uint64_t>(j)));
     const auto dy = draw_dy(stream, y64, bw);
     const auto dy_w = dy.to(working_dtype_);
+    check_upstream_gradient(dy, dy_w);
     const auto dy_64 = dy_w.to(torch::kFloat64);
     const auto t1 = Clock::now();
     runtime_.draw_seconds += std::chrono::duration<double>(t1 - t0).count();

@@ -46,6 +46,7 @@ class GradientPair final : public PairSource {
  private:
   torch::Tensor per_replicate(const torch::Tensor& g) const;
   torch::Tensor checked_production(torch::Tensor g, const torch::Tensor& like, const char* where);
+  void check_upstream_gradient(const torch::Tensor& dy, const torch::Tensor& dy_w) const;
 
   const contract::TestCase& tc_;
   const kernels::Family& family_;

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <cctype>
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
@@ -454,7 +455,11 @@ std::string safe_file_name(const std::string& id) {
   std::string s;
   for (char c : id) s += (std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == '.') ? c : '_';
   if (!s.empty() && s[0] == '.') s[0] = '_';  // no hidden files, no "." or ".."
-  if (s.empty() || s != id || s.size() > 100) s = s.substr(0, 100) + "-" + sha256_hex(id).substr(0, 12);
+  // "index" (any case) is the report's own page: a control with that id overwrote it, and on a
+  // case-insensitive file system "Index" would too.
+  std::string lower = s;
+  std::transform(lower.begin(), lower.end(), lower.begin(), [](unsigned char c) { return std::tolower(c); });
+  if (s.empty() || s != id || s.size() > 100 || lower == "index") s = s.substr(0, 100) + "-" + sha256_hex(id).substr(0, 12);
   return s;
 }
 

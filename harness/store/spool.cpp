@@ -22,6 +22,7 @@
 
 #include "harness/store/json.hpp"
 #include "harness/store/json_text.hpp"
+#include "harness/store/regular_file.hpp"
 #include "harness/store/sha256.hpp"
 
 namespace kcert::store {
@@ -270,10 +271,8 @@ void check_spool_record(const nlohmann::json& j) {
 }  // namespace
 
 SpoolContents read_spool(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw std::runtime_error(path + ": cannot open spool file");
-  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  if (in.bad()) throw std::runtime_error(path + ": cannot read spool file");
+  // A night's spool is tens of MB (K-hat samples included); 4 GiB is far beyond any.
+  const std::string text = read_regular_file(path, std::uint64_t{4} << 30);
   SpoolContents out;
   std::size_t n = 0;
   for (std::size_t at = 0; at < text.size();) {

@@ -107,4 +107,32 @@ check_crafted warn_k_string "results[0] (id 'hostile_links'): a field has the wr
 check_crafted threshold_list "results[0] (id 'hostile_links'): a field has the wrong type"
 check_crafted results_object "results: expected a list of results"
 check_crafted not_json "not valid JSON (at byte"
+# results.json as a FIFO or a link to /dev/zero (issue 53, item 9): `kcert report` waited for a
+# writer forever, or read zeros until memory ran out. Both are refused at once, exit 2.
+for kind in fifo zero; do
+  mkdir -p "special/$kind"
+  if [[ $kind == fifo ]]; then mkfifo "special/$kind/results.json"; else ln -s /dev/zero "special/$kind/results.json"; fi
+  set +e
+  timeout 20 "$kcert" report "special/$kind" --no-db >"special/$kind.txt" 2>&1
+  rc=$?
+  set -e
+  [[ $rc == 2 ]] || { cat "special/$kind.txt" >&2; fail "kcert report with results.json a $kind: exit $rc, not 2 (124: it blocked)"; }
+  grep -qF "special/$kind/results.json: not a regular file (a FIFO, device or folder), not read" "special/$kind.txt" ||
+    { cat "special/$kind.txt" >&2; fail "results.json a $kind: no clear refusal"; }
+done
+# Two nightlies given one --report folder interleaved their pages (issue 53, item 9): while one
+# writes it (here: a process holding the folder's lock), another is refused with the reason, exit 2.
+mkdir -p shared
+flock shared/.kcert-report.lock sleep 60 &
+holder=$!
+for _ in $(seq 50); do [[ -e shared/.kcert-report.lock ]] && break; sleep 0.1; done
+sleep 0.5
+set +e
+"$kcert" nightly "$src/tests/hostile/report/hostile_links.yaml" --no-db --report shared --quiet >shared.txt 2>&1
+rc=$?
+set -e
+kill "$holder" 2>/dev/null || true
+[[ $rc == 2 ]] || { cat shared.txt >&2; fail "a nightly into a report folder another kcert is writing: exit $rc, not 2"; }
+grep -qF "report folder shared is being written by another kcert" shared.txt || { cat shared.txt >&2; fail "no reason for the refused report folder"; }
+[[ ! -e shared/results.json ]] || fail "the refused nightly wrote into the locked folder"
 echo "hostile report test passed"

@@ -1,6 +1,7 @@
 #include "tests/catch_torch.hpp"
 
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -172,6 +173,11 @@ TEST_CASE("case ids that differ get different file names, and none is hidden", "
   CHECK(safe_file_name("..")[0] != '.');
   CHECK(safe_file_name(".hidden")[0] != '.');
   CHECK(safe_file_name(std::string(5000, 'a')).size() <= 113);
+  // A control with id `index` wrote its page over the report's html/index.html (issue 53).
+  for (const char* id : {"index", "INDEX", "Index"}) {
+    CHECK(safe_file_name(id) != id);
+    CHECK(safe_file_name(id).rfind(std::string(id) + "-", 0) == 0);
+  }
 }
 
 TEST_CASE("a spool has one writer: a second one on the same file is refused with the reason", "[store]") {
@@ -202,4 +208,20 @@ TEST_CASE("a result the harness could not finish says ERROR for every gate, not 
   kcert::engine::CaseResult ok;
   ok.testcase.id = "fine";
   CHECK(kcert::store::to_json(ok).at("gates").at("bias").at("verdict") == "PASS");
+}
+
+TEST_CASE("a spool that is a FIFO or a link to /dev/zero is refused at once, not read (issue 53)", "[store][hostile]") {
+  const auto dir = std::filesystem::temp_directory_path() / ("kcert-spool-special-" + std::to_string(::getpid()));
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  const auto fifo = (dir / "fifo.jsonl").string();
+  REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+  const auto zero = (dir / "zero.jsonl").string();
+  std::filesystem::create_symlink("/dev/zero", zero);
+  // Without a writer, reading the FIFO blocked upload forever; /dev/zero read until memory ran out.
+  for (const auto& path : {fifo, zero}) {
+    CHECK_THROWS_WITH(kcert::store::read_spool(path),
+                      Catch::Contains(path + ": not a regular file (a FIFO, device or folder), not read"));
+  }
+  std::filesystem::remove_all(dir);
 }
