@@ -842,6 +842,113 @@ int gate_study(const GateOptions& o) {
   return ok ? 0 : 1;
 }
 
+// ---- a rare discontinuous defect through the variance gate (issue 54) --------------------
+
+// K̂ from a benign law (its r_T = `level`, a PASS) except that with probability `rate` per
+// replicate a defect fires and K̂ = `magnitude` (a capacity drop of one token, a wrong branch
+// taken on a rare input). rate·T >> 1, so the truth at T is the defect's: r_T = magnitude.
+struct RareEventOptions {
+  std::string bases = "gpd:-0.5@0.95,gpd:-0.5@0.8,gpd:-0.5,bounded";
+  double level = 1.0;        // the benign law's r_T
+  double rate = 1e-4;        // per replicate
+  double magnitude = 50.0;   // K̂ when it fires
+  std::string first = "128,1024,8192";
+  std::uint64_t r_max = 8192;
+  int samples = 400;
+  std::uint64_t seed = 11;
+  bool check = false;
+};
+
+int rare_event_study(const RareEventOptions& o) {
+  namespace g = kcert::gates;
+  namespace st = kcert::stats;
+  st::VarianceSettings settings;
+  settings.bootstrap = 0;
+  const auto truth = st::threshold_verdict(o.magnitude, settings.warn_k, settings.fail_k);
+  std::cout << fmt::format(
+      "A rare defect through the variance gate: K̂ from a benign law (r_T = {:g}) but K̂ = {:g} in a fraction {:g} of "
+      "replicates, so r_T at T = {:g} is {:g} ({}); R₀ the first look, growth to R_max = {}; {} runs per cell. 'fired': "
+      "the defect fired at least once in the stopped sample. 'PASS claiming T': a PASS whose evidence reaches T. 'horizon' "
+      "and 'R/3': the mean evidence horizon and unseen-event horizon of the PASSes.\n\n",
+      o.level, o.magnitude, o.rate, settings.horizon, o.magnitude, st::to_string(truth), o.r_max, o.samples);
+  std::cout << "| base law | zeros | R₀ | fired | PASS / WARN / FAIL | PASS claiming T [95 % CI] | of those fitted | thin PASS the bound alone took to T | horizon | R/3 | mean replicates |\n";
+  std::cout << "|---|---|---|---|---|---|---|---|---|---|---|\n";
+  bool ok = true;
+  const double eps_peak = 1e-30;
+  const double eps = st::ulp_spacing(eps_peak, st::FloatFormat::bf16);
+  for (const auto& spec : split_list(o.bases)) {
+    KhatLaw law = parse_law(spec);
+    law.scale = o.level / law.return_level_unit(settings.horizon);
+    for (double r0d : parse_list(o.first)) {
+      const auto r0 = static_cast<std::uint64_t>(r0d);
+      int counts[4] = {0, 0, 0, 0}, fired = 0, claiming = 0, claiming_fitted = 0, thin_claiming = 0, bound_alone = 0;
+      double horizon = 0.0, unseen = 0.0, replicates = 0.0;
+      for (int sample = 0; sample < o.samples; ++sample) {
+        const auto stream = derive_seed(o.seed, static_cast<std::uint64_t>(sample) * 7919ULL + r0 * 104729ULL +
+                                                    std::hash<std::string>{}(spec));
+        SplitMix64 rng(derive_seed(stream, 1));
+        auto s = settings;
+        s.seed = derive_seed(stream, 3);
+        g::VarianceGate gate(s, std::min(r0, o.r_max), o.r_max, st::FloatFormat::bf16);
+        bool any = false;
+        std::vector<g::ReplicateObservation> batch;
+        auto feed = [&](std::uint64_t first, std::uint64_t n) {
+          batch.assign(n, g::ReplicateObservation{});
+          for (auto& ob : batch) {
+            const bool fires = rng.uniform() < o.rate;
+            any |= fires;
+            const double k = fires ? o.magnitude : law.draw(rng);
+            ob.e_ref = 1.0;
+            ob.peak = eps_peak;
+            ob.e_prod = k == 0.0 ? 0.0 : k + eps;
+          }
+          g::ReplicateBatch b;
+          b.first = first;
+          b.replicates = batch;
+          gate.observe(b);
+        };
+        std::uint64_t done = std::min(r0, o.r_max);
+        feed(0, done);
+        while (const auto more = gate.wants_more(done)) {
+          feed(done, more);
+          done += more;
+        }
+        const auto r = gate.decide();
+        replicates += static_cast<double>(done);
+        fired += any;
+        ++counts[static_cast<int>(r.verdict)];
+        if (r.verdict == st::Verdict::pass) {
+          horizon += r.evidence.horizon;
+          unseen += r.evidence.unseen_event_horizon;
+          if (r.evidence.reaches_horizon) {
+            ++claiming;
+            if (r.tail.mode == st::TailMode::fitted) ++claiming_fitted;
+            else ++thin_claiming;
+          }
+          // What the evidence said before issue 54: a thin PASS reached T' of the bound alone.
+          if (r.tail.thin && r.tail.thin->supported_horizon >= s.horizon) ++bound_alone;
+        }
+      }
+      const double n = o.samples;
+      const auto [lo, hi] = wilson(claiming, n);
+      const double passes = std::max(1, counts[0]);
+      std::cout << fmt::format("| {} | {:g} | {} | {:.0f} % | {:.0f} / {:.0f} / {:.0f} % | {:.3f} [{:.3f}, {:.3f}] | {} | {:.3f} | {} | {} | {:.0f} |\n",
+                               law.shape == "gpd" ? fmt::format("GPD({:+g})", law.xi) : law.shape, law.zeros, r0, 100 * fired / n,
+                               100 * counts[0] / n, 100 * counts[2] / n, 100 * counts[3] / n, claiming / n, lo, hi,
+                               claiming_fitted, bound_alone / n, counts[0] ? fmt::format("{:.4g}", horizon / passes) : std::string("-"),
+                               counts[0] ? fmt::format("{:.4g}", unseen / passes) : std::string("-"), replicates / n);
+      // The promise (issue 54): a PASS on a tail the gate did not see (the thin route) never
+      // claims T against a defect it could not have seen. A fitted tail's T rests on the GPD
+      // model of the tail it saw; the table shows how often that holds against a rare event.
+      if (o.check && thin_claiming > 0) {
+        ok = false;
+        std::cerr << fmt::format("{} R0 {}: {} thin-tail PASS(es) claimed the horizon T with the defect unseen\n", spec, r0, thin_claiming);
+      }
+    }
+  }
+  return o.check && !ok ? 1 : 0;
+}
+
 // ---- bias test on per-element dW buckets (backward, issue 31) -----------------------------
 
 // Round-to-nearest-even to bfloat16, in float (finite inputs).
@@ -1049,6 +1156,17 @@ int main(int argc, char** argv) {
   gate->add_option("--samples", go.samples, "runs per cell")->capture_default_str();
   gate->add_option("--seed", go.seed)->capture_default_str();
   gate->add_option("--check", go.check, "exit 1 when a lenient rate on GPD(xi <= 0) or capped laws is above this, or a capped K-hat below warn_K does not PASS");
+  RareEventOptions reo;
+  auto* rare = app.add_subcommand("rare-event", "a rare discontinuous defect through the variance gate: does a PASS claim the horizon it cannot see?");
+  rare->add_option("--bases", reo.bases, "benign K-hat laws SHAPE[:XI][@ZEROS], comma-separated")->capture_default_str();
+  rare->add_option("--level", reo.level, "the benign law's r_T")->capture_default_str();
+  rare->add_option("--rate", reo.rate, "the defect's rate per replicate")->capture_default_str();
+  rare->add_option("--magnitude", reo.magnitude, "K-hat when the defect fires")->capture_default_str();
+  rare->add_option("--first", reo.first, "R at the first look, comma-separated")->capture_default_str();
+  rare->add_option("--max-replicates", reo.r_max, "R_max")->capture_default_str();
+  rare->add_option("--samples", reo.samples, "runs per cell")->capture_default_str();
+  rare->add_option("--seed", reo.seed)->capture_default_str();
+  rare->add_flag("--check", reo.check, "exit 1 when a thin-tail PASS claims the horizon T");
   DwNullOptions dwo;
   auto* dw = app.add_subcommand("dw-null", "false-alarm rate of the bias test on per-element dW buckets of a benign backward pair");
   dw->add_option("--replicates", dwo.replicates, "R values, comma-separated")->capture_default_str();
@@ -1086,6 +1204,7 @@ int main(int argc, char** argv) {
   if (*eq) return equivalence_study(eo);
   if (*dw) return dw_null(dwo);
   if (*gate) return gate_study(go);
+  if (*rare) return rare_event_study(reo);
   if (*attr) return attribution_study(ao);
   if (*cov) return coverage(co);
   if (*sel) return selection_study(so);

@@ -190,9 +190,11 @@ void print_case_details(std::ostream& out, const engine::CaseResult& r) {
                                                      num(*h.U_unclipped)));  // set: an unresolved rejection has xi-hat > 0
     }
     const auto& e = v.evidence;
-    out << fmt::format("    evidence (the stopped sample): {} replicates, {} with K-hat > 0, {} exceedances; supports a horizon of {} replicates{}\n",
+    out << fmt::format("    evidence (the stopped sample): {} replicates, {} with K-hat > 0, {} exceedances; supports a horizon of {} replicates{}; "
+                       "an event rarer than 3/R per replicate is excluded only up to R/3 = {}\n",
                        e.replicates, e.events, e.exceedances, num(e.horizon, 3),
-                       e.reaches_horizon ? "" : fmt::format(" (SHORT of T = {})", num(t.settings.horizon, 3)));
+                       e.reaches_horizon ? "" : fmt::format(" (SHORT of T = {})", num(t.settings.horizon, 3)),
+                       num(e.unseen_event_horizon, 3));
     std::string looks;
     for (auto l : v.looks) looks += (looks.empty() ? "" : ", ") + std::to_string(l);
     out << fmt::format("    stop: {} after looks at R = {}{}\n", stats::to_string(v.stop), looks,

@@ -91,16 +91,16 @@ template <class A> void fields(A& a, stats::HeavyTailCheck& h) {
     h.bounded_lr, h.bounded_cut);
 }
 template <class A> void fields(A& a, stats::ThinTailBound& b) {
-  a(b.u, b.exceedances, b.mean_excess, b.sigma_upper, b.zeta_upper, b.U, b.supported_horizon);
+  a(b.u, b.exceedances, b.mean_excess, b.sigma_upper, b.zeta_upper, b.U, b.supported_horizon, b.unseen_event_horizon);
 }
 // A field added to ThinTailBound must be added above too (this breaks the build until it is).
-static_assert(sizeof(stats::ThinTailBound) == 7 * sizeof(double), "ThinTailBound changed: update its wire fields");
+static_assert(sizeof(stats::ThinTailBound) == 8 * sizeof(double), "ThinTailBound changed: update its wire fields");
 template <class A> void fields(A& a, stats::TailAnalysis& t) {
   a(t.settings, t.khat, t.mode, t.u, t.n_exc, t.zeta, t.free_fit, t.clipped_fit, t.r_t, t.lower, t.se, t.bootstrap_used, t.U,
     t.thin, t.boundary_fit, t.tail_q, t.heavy, t.verdict, t.reason);
 }
 template <class A> void fields(A& a, gates::VarianceEvidence& e) {
-  a(e.replicates, e.events, e.exceedances, e.horizon, e.reaches_horizon);
+  a(e.replicates, e.events, e.exceedances, e.horizon, e.reaches_horizon, e.unseen_event_horizon);
 }
 template <class A> void fields(A& a, stats::SelectionCounts& c) {
   a(c.decisions, c.near_ties, c.flips_prod, c.flips_ref, c.flips_prod_only, c.flips_ref_only);

@@ -118,6 +118,10 @@ struct VarianceEvidence {
   // of three: no excess in R replicates bounds its rate by ~3/R at 95 %).
   double horizon = 0.0;
   bool reaches_horizon = false;   // horizon >= the declared T
+  // R/3, whatever the mode: an event of unknown rate (a discontinuous defect that fires in a
+  // few calls per million) that never fired in R replicates is excluded only up to here. A
+  // fitted tail's T rests on the tail it saw being the whole story (docs/statistics.md).
+  double unseen_event_horizon = 0.0;
 };
 
 struct VarianceResult {

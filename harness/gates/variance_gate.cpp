@@ -57,9 +57,13 @@ VarianceEvidence evidence_of(const stats::TailAnalysis& t) {
   // A fit bounds r_T at T, the thin-tail bound up to its supported horizon (T unless a PASS is
   // short of it); with no K̂ above 0 the sample supports about R/3 (the rule of three).
   e.horizon = t.mode == stats::TailMode::fitted ? declared
-              : t.thin                          ? t.thin->supported_horizon
-                                                : static_cast<double>(t.khat.count) / 3.0;
+              : t.thin ? std::min(t.thin->supported_horizon, t.thin->unseen_event_horizon)
+                       : static_cast<double>(t.khat.count) / 3.0;
+  // A thin tail's bound extrapolates replicates that do not show the tail (issue 54): its
+  // PASS reaches no further than R/3, the rule of three against an event of unknown rate.
+  if (t.thin && t.verdict != stats::Verdict::pass) e.horizon = std::max(e.horizon, declared);
   e.reaches_horizon = e.horizon >= declared;
+  e.unseen_event_horizon = static_cast<double>(t.khat.count) / 3.0;
   return e;
 }
 

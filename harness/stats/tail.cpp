@@ -222,15 +222,26 @@ TailAnalysis analyze_tail(std::span<const double> k_hat, const VarianceSettings&
     const bool short_of_t = a.verdict == Verdict::pass && a.U > warn;
     a.thin->supported_horizon =
         short_of_t ? std::exp((warn - a.thin->u) / a.thin->sigma_upper) / a.thin->zeta_upper : settings.horizon;
+    a.thin->unseen_event_horizon = static_cast<double>(s.count) / 3.0;
+    // What the evidence of a thin PASS reaches: the bound's T', and no further than R/3.
+    const bool unseen_short = a.verdict == Verdict::pass && a.thin->unseen_event_horizon < std::min(a.thin->supported_horizon, settings.horizon);
     a.reason = "thin tail: " + std::to_string(a.n_exc) + " exceedance(s) < " + std::to_string(settings.min_exceedances) +
                ", U = " + format_number(a.U) + " (one-sided " + format_number(settings.level) +
                " exponential bound at T over " + std::to_string(a.thin->exceedances) + " exceedance(s) of " +
                format_number(a.thin->u) + ", mean excess " + format_number(a.thin->mean_excess) +
                "; max K-hat = " + format_number(s.max) + ") against warn " +
                format_number(warn) + " / fail " + format_number(fail) +
-               (short_of_t ? "; PASS short of the horizon: r <= warn shown up to T' = " +
-                                 format_number(a.thin->supported_horizon) + " of T = " + format_number(settings.horizon)
-                           : "");
+               (unseen_short ? "; PASS short of the horizon: with " + std::to_string(a.n_exc) +
+                                   " exceedance(s) the tail is not seen, and an event rarer than 3/R per replicate would not "
+                                   "have shown in R = " + std::to_string(s.count) + " replicates: shown up to R/3 = " +
+                                   format_number(a.thin->unseen_event_horizon) + " of T = " + format_number(settings.horizon) +
+                                   " (rule of three" +
+                                   (short_of_t ? "; the bound alone shows r <= warn up to T' = " + format_number(a.thin->supported_horizon)
+                                               : std::string()) +
+                                   ")"
+                : short_of_t ? "; PASS short of the horizon: r <= warn shown up to T' = " +
+                                   format_number(a.thin->supported_horizon) + " of T = " + format_number(settings.horizon)
+                             : "");
     return a;
   }
 

@@ -118,6 +118,12 @@ struct ThinTailBound {
   // WARN/FAIL by the maximum; otherwise (a PASS short of the horizon) T' with
   // u + σ_U·ln(T'·ζ_U) = warn_K. Set by analyze_tail, which knows warn_K.
   double supported_horizon = 0.0;
+  // R/3: with fewer exceedances than a fit needs, the tail is not seen, and the bound above
+  // extrapolates the harmless replicates. An event of unknown rate that never fired in R
+  // replicates is bounded only by the rule of three (rate <= ~3/R at 95 %): a PASS is shown
+  // up to R/3 replicates against it, whatever T' says (issue 54: a defect firing in 1.6e-4
+  // of calls PASSed at R = 1024 with a bound "supporting" T = 6.25e5).
+  double unseen_event_horizon = 0.0;
 };
 
 struct TailAnalysis {

@@ -45,7 +45,8 @@ nlohmann::json to_json(const gates::VarianceEvidence& e) {
           {"events", e.events},
           {"exceedances", e.exceedances},
           {"horizon", json_number(e.horizon)},
-          {"reaches_horizon", e.reaches_horizon}};
+          {"reaches_horizon", e.reaches_horizon},
+          {"unseen_event_horizon", json_number(e.unseen_event_horizon)}};
 }
 
 nlohmann::json to_json(const stats::TailAnalysis& a) {
@@ -83,7 +84,8 @@ nlohmann::json to_json(const stats::TailAnalysis& a) {
                                            {"sigma_upper", json_number(a.thin->sigma_upper)},
                                            {"zeta_upper", json_number(a.thin->zeta_upper)},
                                            {"U", json_number(a.thin->U)},
-                                           {"supported_horizon", json_number(a.thin->supported_horizon)}}
+                                           {"supported_horizon", json_number(a.thin->supported_horizon)},
+                                           {"unseen_event_horizon", json_number(a.thin->unseen_event_horizon)}}
                            : nlohmann::json(nullptr);
   j["boundary_fit"] = a.boundary_fit;
   j["tail_q"] = fitted ? json_number(a.tail_q) : nlohmann::json(nullptr);

@@ -231,6 +231,33 @@ TEST_CASE("variance gate doubles R while a thin tail's bound straddles a thresho
   CHECK(r.evidence.horizon < r.tail.settings.horizon);
 }
 
+TEST_CASE("a thin tail's PASS reaches no further than R/3: an unseen rare event is not excluded beyond it (issue 54)",
+          "[gates][variance]") {
+  // 1,024 replicates: K-hat 0 in most, tiny in a few (the harmless side of a kernel whose
+  // defect fires in ~1e-4 of calls and never did here). The exponential bound over them shows
+  // r_T <= warn_K at T, and the evidence claimed T = 6.25e5 on 1,024 replicates; the rule of
+  // three allows R/3.
+  kcert::gates::VarianceGate gate({}, 1024, 1024, FloatFormat::bf16);
+  std::vector<ReplicateObservation> obs(1024);
+  for (std::size_t i = 0; i < obs.size(); ++i) {
+    obs[i].peak = 1.0;
+    obs[i].e_ref = 0x1p-7;
+    obs[i].e_prod = i % 64 == 0 ? (1.0 + 0.01 * static_cast<double>(i % 7)) * 0x1p-7 + 0x1p-7 : 0.0;  // K-hat 1.0-1.06
+  }
+  gate.observe(batch(obs));
+  CHECK(gate.wants_more(1024) == 0);
+  const auto r = gate.decide();
+  INFO(r.reason);
+  REQUIRE(r.tail.thin);
+  CHECK(r.verdict == Verdict::pass);
+  CHECK(r.tail.thin->supported_horizon == r.tail.settings.horizon);  // what the bound alone shows
+  CHECK(r.evidence.horizon == Approx(1024.0 / 3.0));
+  CHECK(r.evidence.unseen_event_horizon == Approx(1024.0 / 3.0));
+  CHECK_FALSE(r.evidence.reaches_horizon);
+  CHECK_THAT(r.reason, Catch::Contains("the tail is not seen, and an event rarer than 3/R per replicate would not have shown in "
+                                       "R = 1024 replicates: shown up to R/3 = 341.3 of T = 6.25e+05 (rule of three)"));
+}
+
 TEST_CASE("algebra gate reports the worst discrepancy, and a pattern mismatch before it", "[gates][algebra]") {
   kcert::gates::AlgebraGate gate(4, 1e-9);
   CHECK(gate.fp64_replicates(0, 10) == 4);

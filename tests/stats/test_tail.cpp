@@ -155,6 +155,9 @@ TEST_CASE("thin tail: a small maximum among many zeros is not a PASS at the hori
   CHECK(a.thin->u + a.thin->sigma_upper * std::log(a.thin->supported_horizon * a.thin->zeta_upper) ==
         Approx(settings.warn_k).epsilon(1e-9));
   CHECK(a.reason.find("PASS short of the horizon") != std::string::npos);
+  // ... and against an unseen event of unknown rate, R/3 (issue 54), which is shorter here.
+  CHECK(a.thin->unseen_event_horizon == Approx(128.0 / 3.0));
+  CHECK_THAT(a.reason, Catch::Contains("shown up to R/3 = 42.67 of T = 6.25e+05 (rule of three; the bound alone shows r <= warn up to T' = "));
   // The maximum past warn_K decides WARN whatever the bound.
   k.back() = 2.5;
   const auto w = analyze_tail(k, settings);
