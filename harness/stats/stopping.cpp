@@ -47,9 +47,12 @@ SamplingStep next_sampling_step(const TailAnalysis& a, std::uint64_t replicates,
         // A heavy-looking tail grows unless the clipped bound, the smaller, already FAILs: more
         // data either shows a bounded tail above a higher threshold (a capped K̂ whose
         // exceedances mix two scales needs ~50 over q0.99) or keeps the WARN-or-worse verdict.
-        settled = h.U_clipped > fail;
+        settled = h.U_clipped > fail || a.khat.max > fail;
       } else {
-        settled = interval_clear_of(a.lower, a.U, warn) && interval_clear_of(a.lower, a.U, fail);
+        // The sample maximum is a floor as on the thin route: a K̂ past fail_K is a FAIL that
+        // more data cannot clear (tail.cpp).
+        const double lower = std::max(a.lower, a.khat.max);
+        settled = interval_clear_of(lower, a.U, warn) && interval_clear_of(lower, a.U, fail);
       }
       reason = StopReason::stable;
       break;

@@ -356,6 +356,16 @@ TailAnalysis analyze_tail(std::span<const double> k_hat, const VarianceSettings&
                 format_number(*h.bounded_q) + " (xi-hat = " + format_number(h.bounded_xi) + ", LR = " +
                 format_number(h.bounded_lr) + " > " + format_number(h.bounded_cut) + "): fitted there";
   }
+  // A K̂ past a threshold is an amplification observed, not extrapolated: as on the thin route,
+  // the maximum decides WARN and FAIL where the bound reads lower. A fit can put U below the
+  // sample's own maximum (one replicate of a rare defect among thousands of a light tail: K̂ =
+  // 50 read WARN in 54 % of such runs, issue 54). With R replicates and one K̂ past x, P(K̂ > x)
+  // is at least about 0.05/R at 95 %, above 1/T for R < T/20 (31,250 at T = 6.25e5).
+  if (const auto seen = threshold_verdict(s.max, warn, fail); seen > a.verdict) {
+    a.verdict = seen;
+    a.reason += "; max K-hat = " + format_number(s.max) + " is past " + (seen == Verdict::fail ? "fail" : "warn") +
+                ": an amplification observed in a replicate, which the maximum decides";
+  }
   return a;
 }
 

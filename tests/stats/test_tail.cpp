@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "harness/stats/random.hpp"
+#include "harness/stats/stopping.hpp"
 #include "harness/stats/tail.hpp"
 #include "reference.hpp"
 
@@ -255,6 +256,26 @@ TEST_CASE("an on-model thin tail passes the bounded-tail check", "[tail][heavy]"
   CHECK(a.heavy.lr <= a.heavy.cut);
   CHECK(a.tail_q == 0.9);
   CHECK(a.verdict == Verdict::pass);
+}
+
+TEST_CASE("on a fitted tail the maximum decides WARN and FAIL where the bound reads lower (issue 54)", "[tail]") {
+  // The on-model tail above (a PASS) with one replicate of a rare defect, K-hat = 50: the fit
+  // took it as one more exceedance and U stayed under fail_K (it read WARN). An amplification
+  // seen in a replicate is a FAIL, as on the thin route; the stopping rule stops on it.
+  kcert::stats::SplitMix64 rng(11);
+  std::vector<double> k(4000);
+  for (auto& v : k) v = gpd_sample(rng, -0.3, 0.1);
+  k[1234] = 50.0;
+  const auto a = analyze_tail(k, no_bootstrap());
+  INFO(a.reason);
+  REQUIRE(a.mode == TailMode::fitted);
+  CHECK(a.U < 50.0);
+  CHECK(a.verdict == Verdict::fail);
+  CHECK_THAT(a.reason, Catch::Contains("max K-hat = 50 is past fail: an amplification observed in a replicate"));
+  CHECK(kcert::stats::next_sampling_step(a, 4000, 8192).stop);
+  // A maximum past warn only: WARN, not FAIL.
+  k[1234] = 3.0;
+  CHECK(analyze_tail(k, no_bootstrap()).verdict == Verdict::warn);
 }
 
 TEST_CASE("a bounded K-hat whose exceedances mix two scales is refitted above a higher threshold", "[tail][heavy]") {
