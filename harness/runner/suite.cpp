@@ -1,4 +1,5 @@
 #include "harness/runner/suite.hpp"
+#include "harness/text/suggest.hpp"
 
 #include <fmt/format.h>
 
@@ -165,8 +166,9 @@ std::vector<contract::TestCase> load_cases(const std::vector<std::string>& given
     if (!defined.count(profile)) {
       std::string names;
       for (const auto& d : defined) names += (names.empty() ? "" : ", ") + d;
-      throw UsageError("--profile " + profile + ": no case defines this profile (defined: " +
-                       (names.empty() ? std::string("none") : names) + ")");
+      const auto hint = text::did_you_mean(profile, std::vector<std::string>(defined.begin(), defined.end()));
+      throw UsageError("--profile " + profile + ": no case defines this profile" + (hint.empty() ? "" : ";" + hint) +
+                       " (defined: " + (names.empty() ? std::string("none") : names) + ")");
     }
   }
   return cases;

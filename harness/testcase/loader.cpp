@@ -20,6 +20,7 @@
 #include <cstring>
 
 #include "harness/testcase/loader.hpp"
+#include "harness/text/suggest.hpp"
 
 #include "harness/numerics/runtime.hpp"  // parse_release_threshold (torch-free header)
 #include "harness/stats/format.hpp"
@@ -297,9 +298,15 @@ KernelChoice kernel_choice(const Reader& r, const YAML::Node& node, const std::s
   }
   if (it == family.variants.end()) {
     std::string list;
-    for (const auto& [n, v] : family.variants) list += (list.empty() ? "" : ", ") + n;
+    std::vector<std::string> names;
+    for (const auto& [n, v] : family.variants) {
+      list += (list.empty() ? "" : ", ") + n;
+      names.push_back(n);
+    }
+    const auto hint = text::did_you_mean(k.variant, names);
     r.fail(node["variant"], field + ".variant",
-           "family '" + family.name + "' has no variant '" + k.variant + "' (available: " + list + ")");
+           "family '" + family.name + "' has no variant '" + k.variant + "'" + (hint.empty() ? "" : ";" + hint) +
+               " (available: " + list + ")");
   }
   // The oracle is the reference's run under the exact policy: an opaque kernel cannot be it.
   if (field == "reference" && !it->second.exact) {
@@ -617,8 +624,14 @@ TestCase read_document(const Reader& r, YAML::Node doc, const FamilySchemas& fam
   const auto fam = families.find(tc.family);
   if (fam == families.end()) {
     std::string list;
-    for (const auto& [n, f] : families) list += (list.empty() ? "" : ", ") + n;
-    r.fail(doc["family"], "family", "no family '" + tc.family + "' is registered (available: " + list + ")");
+    std::vector<std::string> names;
+    for (const auto& [n, f] : families) {
+      list += (list.empty() ? "" : ", ") + n;
+      names.push_back(n);
+    }
+    const auto hint = text::did_you_mean(tc.family, names);
+    r.fail(doc["family"], "family",
+           "no family '" + tc.family + "' is registered" + (hint.empty() ? "" : ";" + hint) + " (available: " + list + ")");
   }
   const auto& family = fam->second;
   tc.mechanism = r.nonempty_string(required("mechanism"), "mechanism");

@@ -280,9 +280,12 @@ TEST_CASE("a probe shift that swamps the spread in W is refused", "[loader]") {
 
 TEST_CASE("unknown families and variants list what is available", "[loader]") {
   CHECK_THROWS_WITH(parse(edit("family: rmsnorm", "family: rmsnrom")),
-                    Catch::Contains("family: no family 'rmsnrom' is registered (available: activation, attention, glu, layernorm, linear, loss, moe_combine, qkv_rope, residual_rmsnorm, rmsnorm, rope, router)"));
+                    Catch::Contains("family: no family 'rmsnrom' is registered; did you mean rmsnorm? (available: activation, attention, glu, layernorm, linear, loss, moe_combine, qkv_rope, residual_rmsnorm, rmsnorm, rope, router)"));
   CHECK_THROWS_WITH(parse(edit("variant: gemma}", "variant: gemma_fast}")),
                     Catch::Contains("reference.variant: family 'rmsnorm' has no variant 'gemma_fast' (available: "));
+  // A typo near one name suggests it; nothing near (gemma_fast above) suggests nothing.
+  CHECK_THROWS_WITH(parse(edit("variant: gemma_offset_in_w,", "variant: gemma_ofset_in_w,")),
+                    Catch::Contains("production.variant: family 'rmsnorm' has no variant 'gemma_ofset_in_w'; did you mean gemma_offset_in_w? (available: "));
   CHECK_THROWS_WITH(parse(edit("variant: gemma}", "variant: gemma, params: {epsilon: 1}}")),
                     Catch::Contains("reference.params.epsilon: unknown key (expected one of: eps)"));
 }
