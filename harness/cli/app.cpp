@@ -109,14 +109,6 @@ int run_command_line(int argc, char** argv, const FrontEnd& front_end) {
 
   kcert::kernels::Registry registry;
   kcert::kernels::register_builtin_families(registry);
-  if (front_end.extend) {
-    try {
-      front_end.extend(registry);
-    } catch (const std::exception& e) {
-      std::cerr << "kcert: error: " << kcert::cli::terminal_safe(e.what()) << "\n";
-      return kcert::cli::exit_input_error;
-    }
-  }
   // Runs after parsing and before any subcommand's work: threads and plugins first.
   // What a suite run may do, a value the commands that run cases are given (runner/suite.hpp).
   kcert::runner::SuitePolicy policy;
@@ -179,7 +171,19 @@ int run_command_line(int argc, char** argv, const FrontEnd& front_end) {
       }
     }
     all.insert(all.end(), plugins.begin(), plugins.end());
-    kcert::runner::load_plugins(all, registry, kcert::cli::print_note);
+    // A worker loads what its parent loaded, once per case: the parent has said so already.
+    const bool worker_process = app.got_subcommand("worker");
+    const kcert::runner::Note quiet = [](const std::string&) {};
+    kcert::runner::load_plugins(all, registry, worker_process ? quiet : kcert::runner::Note(kcert::cli::print_note));
+    // Python variants join after the plugins: a variant of a plugin's family needs the family
+    // (issue 33; they joined before parsing and a plugin family was "not registered").
+    if (front_end.extend) {
+      try {
+        front_end.extend(registry);
+      } catch (const std::exception& e) {
+        throw kcert::cli::InputError(e.what());
+      }
+    }
     if (front_end.python.empty()) {
       policy.python = kcert::runner::find_python_route();
     } else {

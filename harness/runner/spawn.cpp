@@ -56,6 +56,13 @@ engine::CaseResult run_case_spawned(const contract::TestCase& tc, const kernels:
   // argv[0] stays the program's path: a Python worker finds its venv (and so its torch)
   // from it; named "kcert", a venv's python ran as the system Python and imported another torch.
   std::vector<std::string> args = worker;
+  // The plugins on the command line too, not only in the request: a `python -m kcert` worker
+  // adds its Python variants once its plugins are loaded, before it reads the request, and a
+  // variant of a plugin's family needs the family (issue 33). Loading one twice is a no-op.
+  for (const auto& p : registry.plugin_paths()) {
+    args.emplace_back("--plugin");
+    args.push_back(p);
+  }
   for (const char* a : {"--threads", threads.c_str(), "worker"}) args.emplace_back(a);
   std::vector<char*> argv;
   for (auto& a : args) argv.push_back(a.data());

@@ -120,6 +120,37 @@ def test_an_opaque_production_s_backward_is_certified_with_its_algebra_gates_not
     assert a["results"][1]["gates"]["bias"]["verdict"] == backward["gates"]["bias"]["verdict"]
 
 
+FAMILY_PLUGIN = os.environ.get("KCERT_FAMILY_PLUGIN")
+
+
+@pytest.mark.skipif(not FAMILY_PLUGIN, reason="KCERT_FAMILY_PLUGIN (tests/plugin/family_plugin.cpp) is not set")
+@pytest.mark.parametrize("isolation", ["none", "all"])
+def test_a_python_variant_joins_a_plugin_s_family(tmp_path, isolation):
+    # A plugin registers plugin_rmsnorm (the built-in rmsnorm under another name); a Python
+    # variant joins it. The variants joined before the plugins were loaded, so the family was
+    # "not registered", in process and in the spawned worker alike (issue 33).
+    kernels = tmp_path / "plugin_family_kernels.py"
+    kernels.write_text(
+        "import torch\n"
+        "import kcert\n\n\n"
+        "@kcert.variant('plugin_rmsnorm', 'py_gemma_offset_in_w', params={'eps': 1e-6})\n"
+        "def gemma_offset_in_w(inputs, p, params):\n"
+        "    u = p.up(inputs['x'])\n"
+        "    gain = p.round_w(p.up(inputs['w']) + 1.0)\n"
+        "    return p.round_w(u * torch.rsqrt(u.pow(2).mean(-1, keepdim=True) + params['eps']) * p.up(gain))\n")
+    case = tmp_path / "n1_plugin_family.yaml"
+    case.write_text(with_variants(N1.read_text(), "gemma", "py_gemma_offset_in_w").replace("family: rmsnorm", "family: plugin_rmsnorm"))
+    out = tmp_path / "r.json"
+    p = subprocess.run([sys.executable, "-m", "kcert", "--python", str(kernels), "--plugin", FAMILY_PLUGIN, "run", str(case),
+                        "--profile", "smoke", "--quiet", "--brief", "--isolation", isolation, "--json", str(out)],
+                       capture_output=True, text=True)
+    assert p.returncode == 1, p.stdout + p.stderr  # N1's defect FAILs the bias gate
+    r = json.loads(out.read_text())["results"][0]
+    assert r["family"] == "plugin_rmsnorm"
+    assert r["gates"]["bias"]["verdict"] == "FAIL", r["gates"]["bias"]["reason"]
+    assert "python:plugin_family_kernels.py@sha256:" in json.dumps(r["production"])
+
+
 def test_an_opaque_kernel_cannot_be_the_reference(tmp_path):
     case = tmp_path / "opaque_reference.yaml"
     case.write_text(with_variants(N1.read_text(), "py_gemma_offset_opaque", "py_gemma"))
