@@ -204,10 +204,18 @@ void Reader::item(T& v) {
     v.assign(in_.data() + pos_, n);
     pos_ += n;
   } else if constexpr (is_vector<T>::value) {
+    // Grown as elements arrive, not sized from the count: a count is what the child sent, and
+    // resize(n) of a struct vector allocated (and zeroed) n times its size before the first
+    // element was read (a 12 MB message cost 4.5 GB: issue 53, item 9). Every element takes at
+    // least a byte of the message, so memory stays proportional to it.
     const auto n = count(1);
     v.clear();
-    v.resize(n);
-    for (auto& e : v) item(e);
+    v.reserve(static_cast<std::size_t>(std::min<std::uint64_t>(n, 1024)));
+    for (std::uint64_t i = 0; i < n; ++i) {
+      typename T::value_type e{};
+      item(e);
+      v.push_back(std::move(e));
+    }
   } else if constexpr (is_map<T>::value) {
     const auto n = count(2);
     v.clear();

@@ -3,7 +3,11 @@
 // past or cast into an enum value that does not exist.
 #include "tests/catch_torch.hpp"
 
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
 #include <cmath>
+#include <cstring>
 #include <limits>
 
 #include "harness/engine/result_wire.hpp"
@@ -82,4 +86,44 @@ TEST_CASE("result wire: truncated, padded or foreign bytes are refused", "[wire]
   REQUIRE(huge.size() > 56);
   for (std::size_t i = 48; i < 56; ++i) huge[i] = '\xff';
   CHECK_THROWS_WITH(decode_outcome(huge, out), Catch::Contains("a length runs past the end"));
+}
+
+TEST_CASE("result wire: a vector's length costs memory only as its elements arrive (issue 53)", "[wire]") {
+  // The worst element's index (a vector of int64) claims 64 Mi elements and 64 MiB follow: the
+  // parent resized the vector to 512 MiB from the child's count before reading one element.
+  // Decoded in a child process, whose peak resident size says what it allocated.
+  auto bytes = encode_outcome(CaseResult{});
+  REQUIRE(bytes.size() > 56);
+  const std::uint64_t claimed = std::uint64_t{64} << 20;
+  std::memcpy(bytes.data() + 48, &claimed, sizeof claimed);
+  bytes.insert(56, std::string(std::size_t{64} << 20, '\0'));
+  int pipe_fds[2];
+  REQUIRE(::pipe(pipe_fds) == 0);
+  const pid_t pid = ::fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    struct rusage before {}, after {};
+    ::getrusage(RUSAGE_SELF, &before);
+    CaseResult out;
+    bool refused = false;
+    try {
+      decode_outcome(bytes, out);
+    } catch (const std::exception&) {
+      refused = true;
+    }
+    ::getrusage(RUSAGE_SELF, &after);
+    const long grown_mib = (after.ru_maxrss - before.ru_maxrss) / 1024;  // ru_maxrss is in KiB
+    const long report[2] = {refused ? 1L : 0L, grown_mib};
+    (void)!::write(pipe_fds[1], report, sizeof report);
+    ::_exit(0);
+  }
+  ::close(pipe_fds[1]);
+  long report[2] = {0, 0};
+  REQUIRE(::read(pipe_fds[0], report, sizeof report) == static_cast<ssize_t>(sizeof report));
+  ::close(pipe_fds[0]);
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  CHECK(report[0] == 1);   // refused: the elements run past the end
+  INFO("peak grew by " << report[1] << " MiB decoding a 64 MiB message");
+  CHECK(report[1] < 300);  // the message's size, not the 512 MiB its count asked for
 }

@@ -692,3 +692,25 @@ TEST_CASE("kcert history reads an opaque production's algebra gate as n/a, not i
   CHECK_THAT(out, !Catch::Contains("n/a"));
   CHECK_THAT(run_kcert(db, "history exact_production --format json"), Catch::Contains("\"algebra_applicable\": true"));
 }
+
+TEST_CASE("nightly --finish refuses a stored document of another shape with the reason, not an internal error (issue 53)",
+          "[postgres][hostile]") {
+  const auto db = fresh_database("kcert_t_finish_crafted");
+  run_kcert(db, "db migrate");
+  const auto dir = temp_dir("finish-crafted");
+  write_case(dir + "/a.yaml", "a_fast", 32, 64, 64);
+  int rc = -1;
+  run_kcert(db, "nightly " + dir + "/a.yaml --quiet --run-id crafted7 --report " + dir + "/first", &rc);
+  REQUIRE(count(db, "SELECT count(*) FROM run WHERE id = 'crafted7' AND status = 'finished'") == 1);
+  {
+    pqxx::connection c(db);
+    pqxx::work w(c);
+    w.exec("UPDATE result SET document = jsonb_set(document, '{gates,variance}', '\"not an object\"') WHERE run_id = 'crafted7'");
+    w.commit();
+  }
+  const auto out = run_kcert(db, "nightly --finish crafted7 --quiet --report " + dir + "/again", &rc);
+  INFO(out);
+  CHECK(rc == 2);
+  CHECK_THAT(out, Catch::Contains("run crafted7: a result stored in the database is not a document kcert writes"));
+  CHECK_THAT(out, !Catch::Contains("internal error"));
+}
