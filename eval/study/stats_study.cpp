@@ -747,6 +747,39 @@ std::vector<std::string> split_list(const std::string& s) {
   return out;
 }
 
+// Drives a variance gate over K̂ from `draw` (one call per replicate, in replicate order)
+// from R0 until it stops; returns its decision and the replicates it took. ε is one ULP of a
+// negligible peak, so K̂ is what `draw` gave.
+template <class Draw>
+std::pair<kcert::gates::VarianceResult, std::uint64_t> run_variance_gate(const kcert::stats::VarianceSettings& s,
+                                                                         std::uint64_t r0, std::uint64_t r_max, Draw&& draw) {
+  namespace g = kcert::gates;
+  constexpr double eps_peak = 1e-30;
+  const double eps = kcert::stats::ulp_spacing(eps_peak, kcert::stats::FloatFormat::bf16);
+  g::VarianceGate gate(s, r0, r_max, kcert::stats::FloatFormat::bf16);
+  std::vector<g::ReplicateObservation> batch;
+  auto feed = [&](std::uint64_t first, std::uint64_t n) {
+    batch.assign(n, g::ReplicateObservation{});
+    for (auto& ob : batch) {
+      const double k = draw();
+      ob.e_ref = 1.0;
+      ob.peak = eps_peak;
+      ob.e_prod = k == 0.0 ? 0.0 : k + eps;
+    }
+    g::ReplicateBatch b;
+    b.first = first;
+    b.replicates = batch;
+    gate.observe(b);
+  };
+  feed(0, r0);
+  std::uint64_t done = r0;
+  while (const auto more = gate.wants_more(done)) {
+    feed(done, more);
+    done += more;
+  }
+  return {gate.decide(), done};
+}
+
 int gate_study(const GateOptions& o) {
   namespace g = kcert::gates;
   namespace st = kcert::stats;
@@ -761,8 +794,6 @@ int gate_study(const GateOptions& o) {
   std::cout << "| law | zeros | R₀ | r_T | truth | PASS / WARN / FAIL | lenient [95 % CI] | unwarned lenient | stricter | fitted | U covers | heavy flagged | mean replicates |\n";
   std::cout << "|---|---|---|---|---|---|---|---|---|---|---|---|---|\n";
   bool ok = true;
-  const double eps_peak = 1e-30;  // peak of the synthetic output: ε = one ULP of it, negligible
-  const double eps = st::ulp_spacing(eps_peak, st::FloatFormat::bf16);
   for (const auto& spec : split_list(o.laws)) {
     const KhatLaw unit = parse_law(spec);
     for (double level : parse_list(o.levels)) {
@@ -779,28 +810,7 @@ int gate_study(const GateOptions& o) {
           SplitMix64 main_rng(derive_seed(stream, 1));
           auto s = settings;
           s.seed = derive_seed(stream, 3);
-          g::VarianceGate gate(s, r0, o.r_max, st::FloatFormat::bf16);
-          std::vector<g::ReplicateObservation> batch;
-          auto feed = [&](std::uint64_t first, std::uint64_t n) {
-            batch.assign(n, g::ReplicateObservation{});
-            for (auto& ob : batch) {
-              const double k = law.draw(main_rng);
-              ob.e_ref = 1.0;
-              ob.peak = eps_peak;
-              ob.e_prod = k == 0.0 ? 0.0 : k + eps;
-            }
-            g::ReplicateBatch b;
-            b.first = first;
-            b.replicates = batch;
-            gate.observe(b);
-          };
-          feed(0, r0);
-          std::uint64_t done = r0;
-          while (const auto more = gate.wants_more(done)) {
-            feed(done, more);
-            done += more;
-          }
-          const auto r = gate.decide();
+          const auto [r, done] = run_variance_gate(s, r0, o.r_max, [&] { return law.draw(main_rng); });
           replicates += static_cast<double>(done);
           ++counts[static_cast<int>(r.verdict)];  // Verdict is ordered pass < inconclusive < warn < fail
           const bool warned = r.tail.heavy.unresolved() || r.tail.heavy.model_matters || !r.evidence.reaches_horizon;
@@ -874,8 +884,6 @@ int rare_event_study(const RareEventOptions& o) {
   std::cout << "| base law | zeros | R₀ | fired | PASS / WARN / FAIL | PASS claiming T [95 % CI] | of those fitted | thin PASS the bound alone took to T | horizon | R/3 | mean replicates |\n";
   std::cout << "|---|---|---|---|---|---|---|---|---|---|---|\n";
   bool ok = true;
-  const double eps_peak = 1e-30;
-  const double eps = st::ulp_spacing(eps_peak, st::FloatFormat::bf16);
   for (const auto& spec : split_list(o.bases)) {
     KhatLaw law = parse_law(spec);
     law.scale = o.level / law.return_level_unit(settings.horizon);
@@ -889,31 +897,12 @@ int rare_event_study(const RareEventOptions& o) {
         SplitMix64 rng(derive_seed(stream, 1));
         auto s = settings;
         s.seed = derive_seed(stream, 3);
-        g::VarianceGate gate(s, std::min(r0, o.r_max), o.r_max, st::FloatFormat::bf16);
         bool any = false;
-        std::vector<g::ReplicateObservation> batch;
-        auto feed = [&](std::uint64_t first, std::uint64_t n) {
-          batch.assign(n, g::ReplicateObservation{});
-          for (auto& ob : batch) {
-            const bool fires = rng.uniform() < o.rate;
-            any |= fires;
-            const double k = fires ? o.magnitude : law.draw(rng);
-            ob.e_ref = 1.0;
-            ob.peak = eps_peak;
-            ob.e_prod = k == 0.0 ? 0.0 : k + eps;
-          }
-          g::ReplicateBatch b;
-          b.first = first;
-          b.replicates = batch;
-          gate.observe(b);
-        };
-        std::uint64_t done = std::min(r0, o.r_max);
-        feed(0, done);
-        while (const auto more = gate.wants_more(done)) {
-          feed(done, more);
-          done += more;
-        }
-        const auto r = gate.decide();
+        const auto [r, done] = run_variance_gate(s, std::min(r0, o.r_max), o.r_max, [&] {
+          const bool fires = rng.uniform() < o.rate;
+          any |= fires;
+          return fires ? o.magnitude : law.draw(rng);
+        });
         replicates += static_cast<double>(done);
         fired += any;
         ++counts[static_cast<int>(r.verdict)];
