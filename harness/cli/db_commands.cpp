@@ -94,8 +94,9 @@ void register_db_commands(CLI::App& app) {
     const auto open = s.unfinished_runs();
     std::cout << fmt::format("runs still marked running: {}\n", open.size());
     for (const auto& r : open) {
-      std::cout << fmt::format("  {}  started {}  profile {}  shards reported {}/{}  (close it: kcert db abandon {}, or "
-                               "kcert nightly --finish {} once every shard has reported)\n",
+      std::cout << fmt::format("  {}  started {}  profile {}  shards reported {}/{}  (upload its spool first if the database "
+                               "was down during it: a closed run takes no more results; then close it: kcert db abandon {}, "
+                               "or kcert nightly --finish {} once every shard has reported)\n",
                                terminal_safe(r.run_id), r.started_at, r.profile.empty() ? "contract" : terminal_safe(r.profile),
                                r.shards_finished.size(), r.shard_count, terminal_safe(r.run_id), terminal_safe(r.run_id));
     }

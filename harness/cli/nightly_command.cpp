@@ -99,8 +99,10 @@ struct NightlyData {
 
 // One kcert writes a report folder at a time (issue 53, item 9): two nightlies given one
 // --report interleaved their pages, and the index named whichever run finished last. The
-// lock is taken where the report is written, not at the start: the shards of one run may
-// share a --report, and only the last one (or --finish) writes it.
+// lock is taken where the report is written, not at the start (the shards of one run may
+// share a --report, and only the last one, or --finish, writes it), and a writer waits for
+// the one before it rather than failing: two shards finishing together may both see the run
+// complete and both write its (same) report.
 class ReportFolderLock {
  public:
   explicit ReportFolderLock(const std::string& dir) {
@@ -108,11 +110,13 @@ class ReportFolderLock {
     const std::string path = dir + "/.kcert-report.lock";
     fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
     if (fd_ < 0) throw InputError(path + ": cannot open the report folder's lock: " + std::strerror(errno));
-    if (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
+    if (::flock(fd_, LOCK_EX | LOCK_NB) == 0) return;
+    std::cerr << "kcert: report folder " << terminal_safe(dir) << " is being written by another kcert; waiting for it\n";
+    while (::flock(fd_, LOCK_EX) != 0) {
+      if (errno == EINTR) continue;
+      const std::string why = std::strerror(errno);
       ::close(fd_);
-      throw InputError("report folder " + dir + " is being written by another kcert (it holds " + path +
-                       "); give each nightly its own --report folder (the results are stored; `kcert nightly --finish "
-                       "RUN_ID --report DIR` writes this run's report later)");
+      throw InputError(path + ": cannot lock the report folder: " + why);
     }
   }
   ~ReportFolderLock() { ::close(fd_); }

@@ -324,13 +324,14 @@ bool ResultStore::store_result_as_is(const nlohmann::json& run, const nlohmann::
     if (status.empty()) throw DatabaseError("run " + run_id + " is not stored (store the run record first)");
     // One result per case and run: a second case file with the case's id (another yaml_sha256)
     // became a second row of the case in the run (issue 53, item 7).
-    const auto held = pq::exec_params(w,
-        "SELECT t.yaml_sha256 FROM result r JOIN testcase t ON t.id = r.testcase_id WHERE r.run_id = $1 AND t.case_id = $2",
-        run_id, case_id);
-    if (!held.empty()) {
-      if (held[0][0].c_str() == need(tc, "yaml_sha256").get<std::string>()) return false;  // present: nothing to add
+    // Every row is asked: a run stored before this check may hold two for one case.
+    const auto held = pq::exec_params1(w,
+        "SELECT count(*), count(*) FILTER (WHERE t.yaml_sha256 = $3) FROM result r JOIN testcase t ON t.id = r.testcase_id "
+        "WHERE r.run_id = $1 AND t.case_id = $2",
+        run_id, case_id, need(tc, "yaml_sha256").get<std::string>());
+    if (held[1].as<long long>() > 0) return false;  // present: nothing to add
+    if (held[0].as<long long>() > 0)
       throw RecordRefused("run " + run_id + " already holds a result for " + case_id + " from another version of its case file");
-    }
     // A finished or aborted run is history: `upload` added results to it after its finish.
     if (const std::string st = status[0][0].c_str(); st != "running")
       throw RecordRefused("run " + run_id + " is " + st + ": a result cannot be added after its finish");
