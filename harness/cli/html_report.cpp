@@ -96,12 +96,14 @@ std::string badge(const std::string& verdict) {
   return "<span class=\"badge " + cls + "\">" + esc(verdict.empty() ? "-" : verdict) + "</span>";
 }
 
-// A probe setting's or gradient's algebra badge: "n/a" where `algebra_applicable` is false (an
-// opaque production, issue 33), not the PASS the gate's default reads.
+// The algebra gate of an opaque production did not run (issue 33): "n/a", not the PASS its
+// default verdict reads.
+const std::string kNotApplicableBadge = "<span class=\"badge skip\" title=\"not applicable: opaque production\">n/a</span>";
+
+// A probe setting's or gradient's algebra badge: n/a where `algebra_applicable` is false.
 std::string point_algebra_badge(const nlohmann::json& point) {
   const auto it = point.find("algebra_applicable");
-  if (it != point.end() && it->is_boolean() && !it->get<bool>())
-    return "<span class=\"badge skip\" title=\"not applicable: opaque production\">n/a</span>";
+  if (it != point.end() && it->is_boolean() && !it->get<bool>()) return kNotApplicableBadge;
   return badge(text(point, "algebra"));
 }
 
@@ -731,7 +733,6 @@ HtmlReportSummary write_html_report(const HtmlReportInput& input, const fs::path
     const auto& algebra_gate = gates.at("algebra");
     const bool algebra_applicable = !(algebra_gate.is_object() && algebra_gate.contains("applicable") &&
                                       algebra_gate.at("applicable").is_boolean() && !algebra_gate.at("applicable").get<bool>());
-    const std::string na_badge = "<span class=\"badge skip\" title=\"not applicable: opaque production\">n/a</span>";
     // A skipped control measured nothing: no U, no z, no expectation met or missed.
     const bool skipped = overall == "SKIP";
     // A negative detected as its YAML expects is not red (pytest's xfail idea): its FAIL and
@@ -742,7 +743,7 @@ HtmlReportSummary write_html_report(const HtmlReportInput& input, const fs::path
     rows += fmt::format(
         "<tr><td><a href=\"{}.html\">{}</a></td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td>"
         "<td class=\"num\">{}</td><td class=\"num\">{}</td><td>{}</td></tr>\n",
-        esc(stem), esc(id), esc(text(r, "kind")), esc(text(r, "family")), algebra_applicable ? mark(va) : na_badge, mark(vb),
+        esc(stem), esc(id), esc(text(r, "kind")), esc(text(r, "family")), algebra_applicable ? mark(va) : kNotApplicableBadge, mark(vb),
         mark(vv) + short_of_horizon(gates.at("variance")), mark(overall),
         skipped ? "-" : num(gates.at("variance").value("U", nlohmann::json())),
         max_z >= 0 && !skipped ? stats::format_number(max_z) : "-",
@@ -776,7 +777,7 @@ HtmlReportSummary write_html_report(const HtmlReportInput& input, const fs::path
          << "), production <code>" << esc(text(r.at("production"), "variant")) << "</code> ("
          << esc(text(r.at("production"), "version")) << ")</p>\n";
     body << "<table><tr><th>algebra</th><th>bias</th><th>variance</th><th>overall</th><th>replicates</th></tr><tr><td>"
-         << (algebra_applicable ? badge(va) : na_badge) << "</td><td>" << badge(vb) << "</td><td>" << badge(vv) << "</td><td>" << badge(overall)
+         << (algebra_applicable ? badge(va) : kNotApplicableBadge) << "</td><td>" << badge(vb) << "</td><td>" << badge(vv) << "</td><td>" << badge(overall)
          << "</td><td class=\"num\">" << num(r.value("replicates", nlohmann::json())) << "</td></tr></table>\n";
     body << expectation_line(r);
     if (!skipped && !(r.contains("error") && r.at("error").is_string())) body << flagged_bucket_section(r);

@@ -373,19 +373,21 @@ void register_nightly_command(CLI::App& app, kernels::Registry& registry, const 
       store::ResultStore db(store::conninfo_from_environment());
       // The documents come from the database, where anyone who may write it can put anything:
       // a field of another type is this run's bad input, not an internal error (issue 53).
-      int code = exit_ok;
+      // from_database reads every document (this run's and the baselines') through eval's
+      // reader, so a bad one is met here, before any report is written.
+      NightlyData data;
       try {
-        auto data = from_database(db, o->finish);
-        data.junit = o->junit;
-        data.environment_words = environment_words_if_here(data.environments);
-        const auto dir = o->report_dir.empty() ? state_dir() + "/reports/" + o->finish : o->report_dir;
-        code = report(data, dir, o->quiet);
+        data = from_database(db, o->finish);
       } catch (const nlohmann::json::exception& e) {
         throw InputError("run " + o->finish + ": a result stored in the database is not a document kcert writes: " +
                          json_problem(e));
       } catch (const std::invalid_argument& e) {  // eval's reader: "ID.gates.variance.verdict: missing verdict"
         throw InputError("run " + o->finish + ": a result stored in the database is not a document kcert writes: " + e.what());
       }
+      data.junit = o->junit;
+      data.environment_words = environment_words_if_here(data.environments);
+      const auto dir = o->report_dir.empty() ? state_dir() + "/reports/" + o->finish : o->report_dir;
+      const int code = report(data, dir, o->quiet);
       if (code != exit_ok) throw ExitWith(code);
       return;
     }

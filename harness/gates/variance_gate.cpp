@@ -54,16 +54,15 @@ VarianceEvidence evidence_of(const stats::TailAnalysis& t) {
   e.events = t.khat.count - t.khat.zeros;
   e.exceedances = t.n_exc;
   const double declared = t.settings.horizon;
-  // A fit bounds r_T at T, the thin-tail bound up to its supported horizon (T unless a PASS is
-  // short of it); with no K̂ above 0 the sample supports about R/3 (the rule of three).
-  e.horizon = t.mode == stats::TailMode::fitted ? declared
-              : t.thin ? std::min(t.thin->supported_horizon, t.thin->unseen_event_horizon)
-                       : static_cast<double>(t.khat.count) / 3.0;
-  // A thin tail's bound extrapolates replicates that do not show the tail (issue 54): its
-  // PASS reaches no further than R/3, the rule of three against an event of unknown rate.
-  if (t.thin && t.verdict != stats::Verdict::pass) e.horizon = std::max(e.horizon, declared);
-  e.reaches_horizon = e.horizon >= declared;
   e.unseen_event_horizon = static_cast<double>(t.khat.count) / 3.0;
+  // A fit bounds r_T at T; the thin-tail bound up to its supported horizon (T unless a PASS is
+  // short of it), and a thin PASS no further than R/3: its bound extrapolates replicates that
+  // do not show the tail (issue 54). With no K̂ above 0 the sample supports R/3 (rule of three).
+  e.horizon = t.mode == stats::TailMode::fitted ? declared
+              : !t.thin                         ? e.unseen_event_horizon
+              : t.verdict == stats::Verdict::pass ? std::min(t.thin->supported_horizon, e.unseen_event_horizon)
+                                                  : t.thin->supported_horizon;
+  e.reaches_horizon = e.horizon >= declared;
   return e;
 }
 

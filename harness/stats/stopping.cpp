@@ -51,7 +51,7 @@ SamplingStep next_sampling_step(const TailAnalysis& a, std::uint64_t replicates,
       } else {
         // The sample maximum is a floor as on the thin route: a K̂ past fail_K is a FAIL that
         // more data cannot clear (tail.cpp).
-        const double lower = static_cast<double>(a.khat.count) < a.settings.horizon / 20.0 ? std::max(a.lower, a.khat.max) : a.lower;
+        const double lower = maximum_is_a_floor(a.khat.count, a.settings.horizon) ? std::max(a.lower, a.khat.max) : a.lower;
         settled = interval_clear_of(lower, a.U, warn) && interval_clear_of(lower, a.U, fail);
       }
       reason = StopReason::stable;

@@ -359,11 +359,8 @@ TailAnalysis analyze_tail(std::span<const double> k_hat, const VarianceSettings&
   // A K̂ past a threshold is an amplification observed, not extrapolated: as on the thin route,
   // the maximum decides WARN and FAIL where the bound reads lower. A fit can put U below the
   // sample's own maximum (one replicate of a rare defect among thousands of a light tail: K̂ =
-  // 50 read WARN in 54 % of such runs, issue 54). With R replicates and one K̂ past x, P(K̂ > x)
-  // is at least about 0.05/R at 95 %, above 1/T for R < T/20 (31,250 at T = 6.25e5): the rule
-  // applies there only (at R near T the maximum passes r_T itself about 63 % of the time).
-  const bool maximum_is_a_floor = static_cast<double>(s.count) < settings.horizon / 20.0;
-  if (const auto seen = threshold_verdict(s.max, warn, fail); maximum_is_a_floor && seen > a.verdict) {
+  // 50 read WARN in 54 % of such runs, issue 54), while R is small enough for that to hold.
+  if (const auto seen = threshold_verdict(s.max, warn, fail); maximum_is_a_floor(s.count, settings.horizon) && seen > a.verdict) {
     a.verdict = seen;
     a.reason += "; max K-hat = " + format_number(s.max) + " is past " + (seen == Verdict::fail ? "fail" : "warn") +
                 ": an amplification observed in a replicate, which the maximum decides";

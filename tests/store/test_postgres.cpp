@@ -91,6 +91,23 @@ std::map<std::string, std::string> results_of_run(const std::string& conninfo, c
   return out;
 }
 
+// A spool's first record (the run, with its newline) and its first result record, for tests
+// that upload crafted variants of them.
+struct SpoolHead {
+  std::string run_line;     // the run record's line, newline included
+  std::string result_line;  // the first result record's line, newline included
+};
+SpoolHead spool_head(const std::string& path) {
+  const auto text = run_command("cat " + path).output;
+  SpoolHead h;
+  h.run_line = text.substr(0, text.find('\n') + 1);
+  const auto in_result = text.find("\"type\":\"result\"");
+  REQUIRE(in_result != std::string::npos);
+  const auto start = text.rfind('\n', in_result) + 1;
+  h.result_line = text.substr(start, text.find('\n', in_result) + 1 - start);
+  return h;
+}
+
 std::string run_id_in(const std::string& output) {
   const auto pos = output.find("kcert: run ");
   REQUIRE(pos != std::string::npos);
@@ -271,8 +288,8 @@ TEST_CASE("upload checks every spool record and never changes a finished run", "
   const auto first = run_kcert(db, "run " + dir + "/a.yaml --db --quiet --brief --spool " + dir + "/fin.jsonl --run-id fin-run", &rc);
   INFO(first);
   REQUIRE(count(db, "SELECT count(*) FROM run WHERE id = 'fin-run' AND status = 'finished'") == 1);
-  const auto spool_text = run_command("cat " + dir + "/fin.jsonl").output;
-  const auto run_line = spool_text.substr(0, spool_text.find('\n') + 1);
+  const auto head = spool_head(dir + "/fin.jsonl");
+  const auto& run_line = head.run_line;
   const auto write = [&](const std::string& name, const std::string& text) {
     std::ofstream(dir + "/" + name) << text;
     return dir + "/" + name;
@@ -296,10 +313,7 @@ TEST_CASE("upload checks every spool record and never changes a finished run", "
   out = run_kcert(db, "upload " + write("deep.jsonl", run_line + deep), &rc);
   CHECK(rc == 2);
   CHECK_THAT(out, Catch::Contains("deep.jsonl:2: nested deeper than 64 levels"));
-  const auto in_result = spool_text.find("\"type\":\"result\"");
-  REQUIRE(in_result != std::string::npos);
-  const auto line_start = spool_text.rfind('\n', in_result) + 1;
-  const auto result_line = spool_text.substr(line_start, spool_text.find('\n', in_result) + 1 - line_start);
+  const auto& result_line = head.result_line;
   auto wrong_json = nlohmann::json::parse(result_line);
   wrong_json["result"]["replicates"] = "all";
   const auto wrong = wrong_json.dump() + "\n";
@@ -328,12 +342,9 @@ TEST_CASE("a result the server refuses is skipped and named, the others are stor
   write_case(dir + "/a.yaml", "a_fast", 32, 64, 64);
   int rc = -1;
   run_kcert(db, "run " + dir + "/a.yaml --quiet --brief --spool " + dir + "/src.jsonl --run-id refused-run", &rc);
-  const auto spool_text = run_command("cat " + dir + "/src.jsonl").output;
-  const auto run_line = spool_text.substr(0, spool_text.find('\n') + 1);
-  const auto in_result = spool_text.find("\"type\":\"result\"");
-  REQUIRE(in_result != std::string::npos);
-  const auto line_start = spool_text.rfind('\n', in_result) + 1;
-  const auto result = nlohmann::json::parse(spool_text.substr(line_start, spool_text.find('\n', in_result) - line_start));
+  const auto head = spool_head(dir + "/src.jsonl");
+  const auto& run_line = head.run_line;
+  const auto result = nlohmann::json::parse(head.result_line);
   auto refused = result, nul = result, after = result;
   refused["testcase"]["case_id"] = refused["result"]["id"] = "refused_kind";
   refused["testcase"]["kind"] = "neither";
@@ -565,12 +576,9 @@ TEST_CASE("a run's results go in while it runs, once per case, and a run left ru
   int rc = -1;
   run_kcert(db, "run " + dir + "/a.yaml --db --quiet --brief --spool " + dir + "/fin.jsonl --run-id fin7", &rc);
   REQUIRE(count(db, "SELECT count(*) FROM run WHERE id = 'fin7' AND status = 'finished'") == 1);
-  const auto spool_text = run_command("cat " + dir + "/fin.jsonl").output;
-  const auto run_line = spool_text.substr(0, spool_text.find('\n') + 1);
-  const auto in_result = spool_text.find("\"type\":\"result\"");
-  REQUIRE(in_result != std::string::npos);
-  const auto line_start = spool_text.rfind('\n', in_result) + 1;
-  const auto result = nlohmann::json::parse(spool_text.substr(line_start, spool_text.find('\n', in_result) - line_start));
+  const auto head = spool_head(dir + "/fin.jsonl");
+  const auto& run_line = head.run_line;
+  const auto result = nlohmann::json::parse(head.result_line);
   const auto write = [&](const std::string& name, const std::vector<nlohmann::json>& records) {
     std::ofstream out(dir + "/" + name);
     for (const auto& r : records) out << r.dump() << "\n";
