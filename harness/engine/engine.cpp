@@ -13,6 +13,7 @@
 #include "harness/gates/baseline_checks.hpp"
 #include "harness/gates/bias_gate.hpp"
 #include "harness/gates/variance_gate.hpp"
+#include "harness/contract/release_threshold.hpp"
 #include "harness/numerics/observations.hpp"
 #include "harness/numerics/runtime.hpp"
 #include "harness/stats/random.hpp"
@@ -72,7 +73,7 @@ contract::TestCase with_overrides(const contract::TestCase& in, const RunOptions
   std::vector<std::string> conditions = numerics::expectation_conditions(options.device);
   std::vector<std::pair<std::pair<int, int>, std::string>> thresholds;
   for (const auto& [name, expectation] : tc.expected_on) {
-    if (const auto t = numerics::parse_release_threshold(name); t && numerics::torch_at_least(t->first, t->second))
+    if (const auto t = contract::parse_release_threshold(name); t && numerics::torch_at_least(t->first, t->second))
       thresholds.emplace_back(*t, name);
   }
   std::sort(thresholds.begin(), thresholds.end());

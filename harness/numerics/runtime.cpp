@@ -121,24 +121,6 @@ const std::vector<std::string>& cpu_bf16_gemm_accumulating_in_bf16() {
   return layouts;
 }
 
-std::optional<std::pair<int, int>> parse_release_threshold(const std::string& condition) {
-  const std::string prefix = "libtorch>=";
-  if (condition.rfind(prefix, 0) != 0) return std::nullopt;
-  const auto v = condition.substr(prefix.size());
-  const auto dot = v.find('.');
-  if (dot == std::string::npos) return std::nullopt;
-  const auto number = [](const std::string& s) -> std::optional<int> {
-    if (s.empty() || s.size() > 4 || (s.size() > 1 && s[0] == '0')) return std::nullopt;
-    for (char c : s)
-      if (c < '0' || c > '9') return std::nullopt;
-    return std::stoi(s);
-  };
-  const auto major = number(v.substr(0, dot));
-  const auto minor = number(v.substr(dot + 1));
-  if (!major || !minor) return std::nullopt;
-  return std::make_pair(*major, *minor);
-}
-
 bool torch_at_least(int major, int minor) {
   return TORCH_VERSION_MAJOR > major || (TORCH_VERSION_MAJOR == major && TORCH_VERSION_MINOR >= minor);
 }

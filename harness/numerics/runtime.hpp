@@ -1,9 +1,7 @@
 #pragma once
 // Process-wide LibTorch settings the harness owns. Kept free of <torch/torch.h> so that
 // the command layer can include it without paying for LibTorch's headers.
-#include <optional>
 #include <string>
-#include <utility>
 #include <vector>
 
 namespace kcert::numerics {
@@ -35,11 +33,8 @@ const std::vector<std::string>& cpu_bf16_gemm_accumulating_in_bf16();
 // the given device: "libtorch1" or "libtorch2", then "cpu_bf16_gemm_in_bf16" on a CPU whose
 // bf16 GEMM accumulates in bf16 (above). Later entries are more specific. Release thresholds
 // ("libtorch>=2.11": a kernel that changed in a minor release, as at::rms_norm became a fused
-// kernel between 2.6 and 2.11) hold by torch_at_least and rank between the two (engine.cpp).
+// kernel between 2.6 and 2.11) (contract::parse_release_threshold) hold by torch_at_least and rank between the two (engine.cpp).
 std::vector<std::string> expectation_conditions(const std::string& device);
-
-// "libtorch>=2.11" -> {2, 11}; nullopt for anything else (also for leading zeros, "2", "2.1.0").
-std::optional<std::pair<int, int>> parse_release_threshold(const std::string& condition);
 
 // Whether this build's LibTorch is at least major.minor.
 bool torch_at_least(int major, int minor);

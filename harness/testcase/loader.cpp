@@ -22,7 +22,7 @@
 #include "harness/testcase/loader.hpp"
 #include "harness/text/suggest.hpp"
 
-#include "harness/numerics/runtime.hpp"  // parse_release_threshold (torch-free header)
+#include "harness/contract/release_threshold.hpp"
 #include "harness/stats/format.hpp"
 
 namespace kcert::testcase {
@@ -711,9 +711,9 @@ TestCase read_document(const Reader& r, YAML::Node doc, const FamilySchemas& fam
     r.require_map(on, "expected_on");
     for (const auto& kv : on) {
       const auto release = kv.first.as<std::string>();
-      // libtorch>=MAJOR.MINOR: from that release on (numerics::parse_release_threshold).
+      // libtorch>=MAJOR.MINOR: from that release on (contract::parse_release_threshold).
       if (release != "libtorch1" && release != "libtorch2" && release != "cpu_bf16_gemm_in_bf16" &&
-          !numerics::parse_release_threshold(release))
+          !contract::parse_release_threshold(release))
         r.fail(kv.first, "expected_on." + release,
                "unknown condition (expected one of: libtorch1, libtorch2, libtorch>=MAJOR.MINOR, cpu_bf16_gemm_in_bf16)");
       if (!doc["expected"]) r.fail(kv.first, "expected_on", "needs an `expected` for the other environments");

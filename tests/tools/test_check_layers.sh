@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# The include check (tools/check-layers.py) passes on this tree and fails on each kind of
+# planted back-edge: a lower layer including a higher one, a torch-free layer including
+# LibTorch directly or through a project header, Python outside its face.
+set -euo pipefail
+here=$(cd "$(dirname "$0")/../.." && pwd)
+check="$here/tools/check-layers.py"
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+
+python3 "$check" "$here"
+
+fresh() {  # a copy of the folders the check reads
+  rm -rf "$work/tree" && mkdir -p "$work/tree"
+  (cd "$here" && tar cf - harness eval include python/src) | (cd "$work/tree" && tar xf -)
+}
+expect_finding() {  # expect_finding NAME PATTERN: the check fails and names the planted edge
+  local out rc=0
+  out=$(python3 "$check" "$work/tree" 2>&1) || rc=$?
+  if [ "$rc" -ne 1 ]; then
+    echo "FAIL ($1): exit $rc, expected 1"; echo "$out"; exit 1
+  fi
+  if ! grep -qE -- "$2" <<<"$out"; then
+    echo "FAIL ($1): no finding matching '$2'"; echo "$out"; exit 1
+  fi
+  echo "ok: $1: $(grep -E -- "$2" <<<"$out" | head -1)"
+}
+
+fresh
+echo '#include "harness/engine/engine.hpp"' >> "$work/tree/harness/stats/ulp.hpp"
+expect_finding "stats includes the engine" \
+  '^harness/stats/ulp.hpp:[0-9]+: layer: harness/stats \(layer 1\) includes harness/engine/engine.hpp'
+
+fresh
+echo '#include "harness/runner/suite.hpp"' >> "$work/tree/harness/engine/engine.cpp"
+expect_finding "engine includes the runner" '^harness/engine/engine.cpp:[0-9]+: layer: .*harness/runner/suite.hpp'
+
+fresh
+echo '#include <ATen/ATen.h>' >> "$work/tree/harness/gates/bias_gate.cpp"
+expect_finding "a gate includes ATen" '^harness/gates/bias_gate.cpp:[0-9]+: torch-free: harness/gates includes <ATen/ATen.h>'
+
+fresh  # through an allowed header that gains a LibTorch include
+echo '#include "harness/numerics/torch_api.hpp"' >> "$work/tree/harness/kernels/schema.hpp"
+expect_finding "the loader reaches LibTorch through kernels/schema.hpp" \
+  'torch-free: harness/(contract|testcase) reaches LibTorch through harness/kernels/schema.hpp -> harness/numerics/torch_api.hpp'
+
+fresh
+echo '#include "harness/numerics/runtime.hpp"' >> "$work/tree/eval/calibration.cpp"
+expect_finding "eval includes a LibTorch layer's header" \
+  '^eval/calibration.cpp:[0-9]+: torch-free: eval includes harness/numerics/runtime.hpp from harness/numerics'
+
+fresh
+echo '#include <pybind11/pybind11.h>' >> "$work/tree/harness/store/json.cpp"
+expect_finding "pybind11 outside python/" '^harness/store/json.cpp:[0-9]+: python: includes <pybind11/pybind11.h>'
+
+echo "include check: passes on the tree, fails on each planted back-edge"

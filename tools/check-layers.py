@@ -1,0 +1,180 @@
+#!/usr/bin/env python3
+"""The include check: kcert's layering (docs/architecture.md) as a test that can fail.
+
+Three rules, read from the source tree's #include lines (nothing is compiled):
+
+1. Layer order. Each folder has a layer number; a file may include headers of its own layer
+   or of a lower one, never of a higher one ("a lower layer never includes a higher one").
+2. LibTorch-free folders stay free. A file in a folder marked torch-free must not reach a
+   LibTorch header (<torch/...>, <ATen/...>, <c10/...>) through any chain of project headers,
+   and must not include a header from a LibTorch folder at all: a header there may gain a
+   LibTorch include tomorrow, and the torch-free layers build and test without LibTorch.
+3. Python stays in its face. Nothing outside python/ includes <Python.h> or pybind11.
+
+Usage: check-layers.py [ROOT]   (ROOT defaults to the repository this script is in)
+Exit 0 when every rule holds, 1 with one line per finding ("file:line: rule: what"), 2 on bad
+usage. tests/tools/test_check_layers.sh plants back-edges in a copy of the tree to show that
+each rule fails.
+"""
+import os
+import re
+import sys
+
+# folder -> (layer, torch-free). Same number: the folders may include each other.
+LAYERS = {
+    "harness/stats": (1, True),
+    "harness/text": (1, True),
+    "harness/gates": (2, True),
+    "harness/numerics": (3, False),
+    "harness/kernels": (4, False),
+    "harness/contract": (4, True),
+    "include/kcert": (4, False),
+    "harness/engine": (5, False),
+    "harness/testcase": (6, True),
+    "harness/store": (6, False),
+    "harness/runner": (6, False),
+    "eval": (7, True),
+    "harness/cli": (7, False),
+    "python/src": (8, False),
+}
+
+# Headers in a LibTorch folder that are deliberately free of LibTorch and that a torch-free
+# layer may include. Each entry says why; the transitive rule still checks its includes.
+TORCH_FREE_HEADERS = {
+    # The kernel parameter schema (names, bounds, defaults) is plain data: the loader validates
+    # a case against it without LibTorch.
+    "harness/kernels/schema.hpp",
+    # The GPU math modes a case may pin (tf32, reduced-precision reductions) as an enum and
+    # names, read by the loader and the contract.
+    "harness/numerics/math_modes.hpp",
+    # CaseResult, the result of one case as plain data (verdicts, numbers, the case it ran):
+    # eval's tables read it. Issue 51's one result description moves it out of the engine.
+    "harness/engine/case_result.hpp",
+}
+
+TORCH_HEADER = re.compile(r"^(torch|ATen|c10)/")
+PYTHON_HEADER = re.compile(r"^(Python\.h|pybind11/)")
+INCLUDE = re.compile(r'^\s*#\s*include\s*([<"])([^>"]+)[>"]')
+SOURCE_SUFFIXES = (".hpp", ".h", ".cpp", ".cc", ".inc", ".def")
+
+
+def folder_of(path):
+    """The LAYERS folder a repository-relative path lies in, or None."""
+    best = None
+    for folder in LAYERS:
+        if path == folder or path.startswith(folder + "/"):
+            if best is None or len(folder) > len(best):
+                best = folder
+    return best
+
+
+def read_includes(root, path):
+    """[(line number, '<' or '"', target)] of one file."""
+    found = []
+    try:
+        with open(os.path.join(root, path), encoding="utf-8", errors="replace") as f:
+            for number, line in enumerate(f, 1):
+                m = INCLUDE.match(line)
+                if m:
+                    found.append((number, m.group(1), m.group(2)))
+    except OSError as e:
+        raise SystemExit(f"check-layers: cannot read {path}: {e.strerror}")
+    return found
+
+
+def project_header(root, target):
+    """The repository path a quoted include names, if it is a project file."""
+    for candidate in (target, os.path.join("include", target)):
+        if os.path.isfile(os.path.join(root, candidate)):
+            return os.path.normpath(candidate)
+    return None
+
+
+def sources(root):
+    for folder in LAYERS:
+        top = os.path.join(root, folder)
+        for dirpath, dirnames, filenames in os.walk(top):
+            dirnames.sort()
+            for name in sorted(filenames):
+                if name.endswith(SOURCE_SUFFIXES):
+                    yield os.path.relpath(os.path.join(dirpath, name), root)
+
+
+def reaches_torch(root, header, cache, stack=()):
+    """The chain of headers from `header` to a LibTorch include, or None."""
+    if header in cache:
+        return cache[header]
+    if header in stack:
+        return None
+    cache[header] = None
+    for _, kind, target in read_includes(root, header):
+        if TORCH_HEADER.match(target):
+            cache[header] = [header, f"<{target}>"]
+            return cache[header]
+        if kind == '"':
+            dep = project_header(root, target)
+            if dep:
+                chain = reaches_torch(root, dep, cache, stack + (header,))
+                if chain:
+                    cache[header] = [header] + chain
+                    return cache[header]
+    return None
+
+
+def check(root):
+    findings = []
+    torch_cache = {}
+    for path in sources(root):
+        folder = folder_of(path)
+        layer, torch_free = LAYERS[folder]
+        for number, kind, target in read_includes(root, path):
+            where = f"{path}:{number}"
+            if PYTHON_HEADER.match(target) and not path.startswith("python/"):
+                findings.append(f"{where}: python: includes <{target}> outside python/")
+            if torch_free and TORCH_HEADER.match(target):
+                findings.append(f"{where}: torch-free: {folder} includes <{target}>")
+            if kind != '"':
+                continue
+            dep = project_header(root, target)
+            if dep is None:
+                continue
+            dep_folder = folder_of(dep)
+            if dep_folder is None:
+                continue
+            dep_layer, dep_torch_free = LAYERS[dep_folder]
+            if dep_layer > layer:
+                findings.append(f"{where}: layer: {folder} (layer {layer}) includes {dep} "
+                                f"({dep_folder}, layer {dep_layer})")
+            if torch_free:
+                if not dep_torch_free and dep not in TORCH_FREE_HEADERS:
+                    findings.append(f"{where}: torch-free: {folder} includes {dep} from "
+                                    f"{dep_folder}, a LibTorch layer")
+                chain = reaches_torch(root, dep, torch_cache)
+                if chain:
+                    findings.append(f"{where}: torch-free: {folder} reaches LibTorch through "
+                                    + " -> ".join(chain))
+    return findings
+
+
+def main(argv):
+    if len(argv) > 2 or (len(argv) == 2 and argv[1] in ("-h", "--help")):
+        print(__doc__.strip())
+        return 0 if len(argv) == 2 else 2
+    root = argv[1] if len(argv) == 2 else os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    if not os.path.isdir(os.path.join(root, "harness")):
+        print(f"check-layers: {root} has no harness/ folder; give the repository root",
+              file=sys.stderr)
+        return 2
+    findings = check(root)
+    for line in findings:
+        print(line)
+    files = sum(1 for _ in sources(root))
+    if findings:
+        print(f"check-layers: {len(findings)} finding(s) in {files} files", file=sys.stderr)
+        return 1
+    print(f"check-layers: {files} files, every include follows the layers")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
