@@ -23,7 +23,7 @@
 #include "harness/cli/report.hpp"
 #include "harness/stats/verdict.hpp"
 #include "harness/cli/terminal_text.hpp"
-#include "harness/engine/isolated.hpp"
+#include "harness/runner/isolated.hpp"
 #include "eval/falsifiability.hpp"
 #include "harness/stats/format.hpp"
 #include "harness/stats/gpd.hpp"
@@ -278,7 +278,7 @@ bool run_gnuplot(const fs::path& dir, const std::string& script, const std::stri
     return false;
   }
   // A gnuplot that dies early must not take kcert with it (its exit status says why).
-  engine::write_all_ignoring_sigpipe(in[1], script + "\nexit\n");
+  runner::write_all_ignoring_sigpipe(in[1], script + "\nexit\n");
   ::close(in[1]);
   int status = 0;
   while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {

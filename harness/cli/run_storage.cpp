@@ -3,7 +3,7 @@
 #include "harness/cli/build_info.hpp"
 #include "harness/cli/exit_codes.hpp"
 #include "harness/cli/terminal_text.hpp"
-#include "harness/engine/isolated.hpp"
+#include "harness/runner/isolated.hpp"
 #include "harness/store/environment.hpp"
 
 #include <cstdlib>
@@ -36,7 +36,7 @@ RunStorage::RunStorage(const StorageOptions& o) : wanted_db_(o.db) {
   } catch (const std::runtime_error& e) {
     throw InputError(e.what());  // before any control ran: nothing to lose
   }
-  engine::close_in_forked_cases(spool_->fd());  // a forked case neither writes it nor holds its lock
+  runner::close_in_forked_cases(spool_->fd());  // a forked case neither writes it nor holds its lock
   run_record_ = store::run_record(*run_);
   spool_->append(run_record_);
   std::cerr << "kcert: run " << run_->run_id
@@ -62,7 +62,7 @@ RunStorage::RunStorage(const StorageOptions& o) : wanted_db_(o.db) {
 }
 
 RunStorage::~RunStorage() {
-  if (spool_) engine::keep_in_forked_cases(spool_->fd());
+  if (spool_) runner::keep_in_forked_cases(spool_->fd());
 }
 
 const std::string& RunStorage::spool_path() const { return spool_->path(); }

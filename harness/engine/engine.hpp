@@ -42,7 +42,7 @@ CaseResult run_case(const contract::TestCase& tc, const kernels::Registry& regis
 
 // The test case as run_case records it in its result (`testcase`): the run's overrides
 // (replicates, seed) and the expectation of this environment applied. A case run in a child
-// process (isolated.hpp) gets its test case from here, not over the pipe.
+// process (runner/isolated.hpp) gets its test case from here, not over the pipe.
 contract::TestCase as_run(const contract::TestCase& tc, const RunOptions& options);
 
 // Compares the gate verdicts with the case's expectation; returns one line per mismatch.

@@ -1,5 +1,5 @@
 #pragma once
-// A CaseResult as bytes, for a case run in a child process (isolated.hpp): every field the
+// A CaseResult as bytes, for a case run in a child process (runner/isolated.hpp): every field the
 // engine measured, bit for bit (doubles as stored, NaN and Inf included), except the test
 // case, which the parent recomputes with as_run() from the case it handed over. One field
 // list per struct (result_wire.cpp) serves both directions, so the two cannot disagree; a

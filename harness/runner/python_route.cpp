@@ -19,7 +19,7 @@
 #include <stdexcept>
 #include <thread>
 
-#include "harness/engine/isolated.hpp"
+#include "harness/runner/isolated.hpp"
 #include "harness/runner/errors.hpp"
 
 extern char** environ;
@@ -344,7 +344,7 @@ std::vector<std::string> python_files_of(const contract::TestCase& tc) {
 
 std::vector<std::string> python_worker_for(const contract::TestCase& tc, const kernels::Registry& registry,
                                            const PythonRoute& route) {
-  if (route.command.empty() || !engine::any_kernel_from(tc, registry, [&](const std::string& o) { return is_stand_in(o, registry); })) {
+  if (route.command.empty() || !any_kernel_from(tc, registry, [&](const std::string& o) { return is_stand_in(o, registry); })) {
     return {};
   }
   auto command = route.command;

@@ -41,7 +41,7 @@ nlohmann::json request(const contract::TestCase& tc, const kernels::Registry& re
 }  // namespace
 
 engine::CaseResult run_case_spawned(const contract::TestCase& tc, const kernels::Registry& registry,
-                                    const engine::RunOptions& options, const engine::IsolationOptions& isolation,
+                                    const engine::RunOptions& options, const IsolationOptions& isolation,
                                     const std::vector<std::string>& worker) {
   if (worker.empty()) throw std::runtime_error("cannot start the worker: no worker command is set");
   int in[2], out[2];
@@ -89,9 +89,9 @@ engine::CaseResult run_case_spawned(const contract::TestCase& tc, const kernels:
     ::close(out[0]);
     throw std::runtime_error("cannot start the worker " + worker.front() + ": " + std::strerror(rc));
   }
-  engine::write_all_ignoring_sigpipe(in[1], request(tc, registry, options).dump());
+  write_all_ignoring_sigpipe(in[1], request(tc, registry, options).dump());
   ::close(in[1]);
-  return engine::collect_case(pid, out[0], start, tc, options, isolation);
+  return collect_case(pid, out[0], start, tc, options, isolation);
 }
 
 int serve_worker(std::istream& in, int result_fd, kernels::Registry& registry) {
@@ -121,9 +121,9 @@ int serve_worker(std::istream& in, int result_fd, kernels::Registry& registry) {
     if (r.contains("seed")) options.seed = r.at("seed").get<std::uint64_t>();
   } catch (const std::exception& e) {
     const std::string why = std::string("kcert worker: cannot read its request: ") + e.what();
-    return engine::write_message(result_fd, engine::error_message(why)) ? 0 : 2;
+    return write_message(result_fd, error_message(why)) ? 0 : 2;
   }
-  return engine::write_message(result_fd, engine::case_message(tc, registry, options)) ? 0 : 2;
+  return write_message(result_fd, case_message(tc, registry, options)) ? 0 : 2;
 }
 
 }  // namespace kcert::runner

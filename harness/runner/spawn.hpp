@@ -5,22 +5,22 @@
 // (Python kernels: threads and the GIL across fork); a spawned worker starts clean, loads the
 // same plugins, reads the case's text from its standard input and answers over the same
 // result wire (engine/result_wire.hpp) on descriptor 3. Deadline, process group and every
-// way a child can end are the fork strategy's (engine::collect_case).
+// way a child can end are the fork strategy's (collect_case).
 #include <istream>
 #include <vector>
 #include <string>
 
 #include "harness/engine/engine.hpp"
-#include "harness/engine/isolated.hpp"
+#include "harness/runner/isolated.hpp"
 #include "harness/kernels/registry.hpp"
 
 namespace kcert::runner {
 
 // Runs `tc` in `worker` (a command line that takes kcert's: `WORKER... --threads N worker`), with the registry's
 // plugins loaded there. Returns its result, rethrows a std::exception the case threw as
-// std::runtime_error, throws engine::CaseAborted when the worker ended without a result.
+// std::runtime_error, throws CaseAborted when the worker ended without a result.
 engine::CaseResult run_case_spawned(const contract::TestCase& tc, const kernels::Registry& registry,
-                                    const engine::RunOptions& options, const engine::IsolationOptions& isolation,
+                                    const engine::RunOptions& options, const IsolationOptions& isolation,
                                     const std::vector<std::string>& worker);
 
 // The worker's side: reads one request from `in`, loads its plugins into `registry`, runs

@@ -9,7 +9,7 @@
 #include <regex>
 #include <set>
 
-#include "harness/engine/isolated.hpp"
+#include "harness/runner/isolated.hpp"
 #include "harness/kernels/plugin.hpp"
 #include "harness/numerics/runtime.hpp"
 #include "harness/runner/errors.hpp"
@@ -64,7 +64,7 @@ std::string unavailable_reason(const contract::TestCase& tc, const kernels::Regi
 // Whether a case's kernels come from Python (`python -m kcert --python FILE`, whose variants'
 // origin is "python:FILE"): its reasons then say "Python kernel", not "plugin kernel".
 bool python_kernels(const contract::TestCase& tc, const kernels::Registry& registry) {
-  return engine::any_kernel_from(tc, registry, [](const std::string& origin) { return origin.rfind("python:", 0) == 0; });
+  return any_kernel_from(tc, registry, [](const std::string& origin) { return origin.rfind("python:", 0) == 0; });
 }
 
 }  // namespace
@@ -245,8 +245,8 @@ std::vector<engine::CaseResult> run_cases(const std::vector<contract::TestCase>&
       return r;
     };
     // Plugin kernels run in a child process: a crash, exit(), abort or hang there ends this
-    // case as ERROR, not the run (engine/isolated.hpp).
-    const bool from_plugin = engine::kernels_from_plugin(cases[i], registry);
+    // case as ERROR, not the run (runner/isolated.hpp).
+    const bool from_plugin = kernels_from_plugin(cases[i], registry);
     const bool isolate = policy.isolation.mode == Isolation::Mode::all ||
                          (policy.isolation.mode == Isolation::Mode::plugins && from_plugin);
     // Stand-ins for Python kernels run only where the kernels are: a `python -m kcert` worker,
@@ -254,17 +254,17 @@ std::vector<engine::CaseResult> run_cases(const std::vector<contract::TestCase>&
     const auto python_worker = python_worker_for(cases[i], registry, policy.python);
     try {
       if (!python_worker.empty()) {
-        engine::IsolationOptions io;
+        IsolationOptions io;
         io.deadline_seconds = policy.isolation.deadline_seconds;
         io.who = "Python kernel";
         results.push_back(run_case_spawned(cases[i], registry, options, io, python_worker));
       } else if (isolate) {
-        engine::IsolationOptions io;
+        IsolationOptions io;
         io.deadline_seconds = policy.isolation.deadline_seconds;
         io.who = !from_plugin ? "case" : python_kernels(cases[i], registry) ? "Python kernel" : "plugin kernel";
         results.push_back(policy.isolation.process == Isolation::Process::spawn
                               ? run_case_spawned(cases[i], registry, options, io, policy.isolation.worker)
-                              : engine::run_case_isolated(cases[i], registry, options, io));
+                              : run_case_isolated(cases[i], registry, options, io));
       } else {
         results.push_back(engine::run_case(cases[i], registry, options));
       }

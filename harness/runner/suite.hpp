@@ -16,7 +16,7 @@
 
 namespace kcert::runner {
 
-// Which cases run in a forked child process (engine/isolated.hpp), and for how long at most:
+// Which cases run in a forked child process (runner/isolated.hpp), and for how long at most:
 // by default those whose kernels come from a plugin, with a deadline of an hour.
 struct Isolation {
   enum class Mode { plugins, all, none } mode = Mode::plugins;

@@ -1,4 +1,4 @@
-#include "harness/engine/isolated.hpp"
+#include "harness/runner/isolated.hpp"
 
 #include <cxxabi.h>
 #include <fcntl.h>
@@ -26,7 +26,10 @@
 #include "harness/numerics/runtime.hpp"
 #include "harness/numerics/torch_api.hpp"
 
-namespace kcert::engine {
+namespace kcert::runner {
+
+using engine::CaseResult;
+using engine::RunOptions;
 
 namespace {
 
@@ -83,7 +86,7 @@ std::string seconds_text(double s) { return fmt::format("{:g}", s); }
 
 std::string case_message(const contract::TestCase& tc, const kernels::Registry& registry, const RunOptions& options) {
   try {
-    return frame(kResult, encode_outcome(run_case(tc, registry, options)));
+    return frame(kResult, engine::encode_outcome(engine::run_case(tc, registry, options)));
   } catch (const std::exception& e) {
     return frame(kException, e.what());
   } catch (...) {
@@ -291,7 +294,7 @@ CaseResult collect_case(pid_t pid, int fd, std::chrono::steady_clock::time_point
     case kResult: {
       CaseResult result;
       try {
-        decode_outcome(payload, result);
+        engine::decode_outcome(payload, result);
       } catch (const std::exception& e) {
         throw CaseAborted(fmt::format("{} returned a malformed result: {}", who, e.what()));
       }
@@ -307,4 +310,4 @@ CaseResult collect_case(pid_t pid, int fd, std::chrono::steady_clock::time_point
   }
 }
 
-}  // namespace kcert::engine
+}  // namespace kcert::runner

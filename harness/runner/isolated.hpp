@@ -21,7 +21,7 @@
 
 #include "harness/engine/engine.hpp"
 
-namespace kcert::engine {
+namespace kcert::runner {
 
 struct IsolationOptions {
   double deadline_seconds = 3600.0;  // wall time from fork to the result
@@ -54,14 +54,14 @@ void keep_in_forked_cases(int fd);
 // run_case in a forked child. Returns the child's result (its test case from as_run);
 // rethrows, as std::runtime_error with the same text, a std::exception the case threw
 // (as run_case would have); throws CaseAborted when the child ended without a result.
-CaseResult run_case_isolated(const contract::TestCase& tc, const kernels::Registry& registry, const RunOptions& options,
+engine::CaseResult run_case_isolated(const contract::TestCase& tc, const kernels::Registry& registry, const engine::RunOptions& options,
                              const IsolationOptions& isolation);
 
 // The parts a child process of another kind shares with the forked one (the runner's spawned
-// `kcert worker`, runner/spawn.hpp):
+// `kcert worker`, spawn.hpp):
 // run_case's outcome as one framed message (a result, a std::exception's text, or the type of
 // another exception), what a child writes back;
-std::string case_message(const contract::TestCase& tc, const kernels::Registry& registry, const RunOptions& options);
+std::string case_message(const contract::TestCase& tc, const kernels::Registry& registry, const engine::RunOptions& options);
 // the message of an error the child met before it could run the case (a worker's unreadable
 // request): the parent rethrows it as the case's exception;
 std::string error_message(const std::string& what);
@@ -74,7 +74,7 @@ bool write_all_ignoring_sigpipe(int fd, const std::string& text);
 // and, in the parent, the child `pid` (leader of its own process group) read to its end on
 // `fd` (closed here) and reaped under the deadline counted from `start`: its result, or
 // CaseAborted with the reason, as run_case_isolated.
-CaseResult collect_case(pid_t pid, int fd, std::chrono::steady_clock::time_point start, const contract::TestCase& tc,
-                        const RunOptions& options, const IsolationOptions& isolation);
+engine::CaseResult collect_case(pid_t pid, int fd, std::chrono::steady_clock::time_point start, const contract::TestCase& tc,
+                        const engine::RunOptions& options, const IsolationOptions& isolation);
 
-}  // namespace kcert::engine
+}  // namespace kcert::runner
