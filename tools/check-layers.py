@@ -33,7 +33,7 @@ LAYERS = {
     "harness/testcase": (6, True),
     "harness/store": (6, False),
     "harness/runner": (6, False),
-    "eval": (7, True),
+    "eval": (6, True),
     "harness/cli": (7, False),
     "python/src": (8, False),
 }

@@ -19,7 +19,7 @@
 #include "harness/runner/resources.hpp"
 #include "harness/runner/spawn.hpp"
 #include "harness/runner/suite.hpp"
-#include "harness/cli/terminal_text.hpp"
+#include "harness/text/escape.hpp"
 #include "harness/cli/unknown_word.hpp"
 #include "harness/cli/run_cases_command.hpp"
 #include "harness/cli/suite_command.hpp"
@@ -50,7 +50,7 @@ int run_command_line(int argc, char** argv, const FrontEnd& front_end) {
   app.require_subcommand(1);
   // A parse error reads like every other bad input: one `kcert: error:` line, then the hint.
   app.failure_message([](const CLI::App*, const CLI::Error& e) {
-    return "kcert: error: " + kcert::cli::terminal_safe(e.what()) + "\nRun with --help for more information.\n";
+    return "kcert: error: " + kcert::text::terminal_safe(e.what()) + "\nRun with --help for more information.\n";
   });
   app.set_version_flag("--version", "kcert " KCERT_VERSION);
   int threads = 0;
@@ -225,17 +225,17 @@ int run_command_line(int argc, char** argv, const FrontEnd& front_end) {
   } catch (const kcert::cli::ExitWith& e) {
     return e.code;
   } catch (const kcert::cli::InputError& e) {
-    std::cerr << "kcert: error: " << kcert::cli::terminal_safe(e.what()) << "\n";
+    std::cerr << "kcert: error: " << kcert::text::terminal_safe(e.what()) << "\n";
     return kcert::cli::exit_input_error;
   } catch (const kcert::store::WriteError& e) {
     // A full disk, a read-only folder: the OS's reason, not an "internal error".
-    std::cerr << "kcert: error: cannot write " << kcert::cli::terminal_safe(e.what()) << "\n";
+    std::cerr << "kcert: error: cannot write " << kcert::text::terminal_safe(e.what()) << "\n";
     return kcert::cli::exit_input_error;
   } catch (const kcert::cli::UsageError& e) {
-    std::cerr << "kcert: error: " << kcert::cli::terminal_safe(e.what()) << "\n";
+    std::cerr << "kcert: error: " << kcert::text::terminal_safe(e.what()) << "\n";
     return kcert::cli::exit_input_error;
   } catch (const std::exception& e) {
-    std::cerr << "kcert: internal error: " << kcert::cli::terminal_safe(e.what()) << "\n";
+    std::cerr << "kcert: internal error: " << kcert::text::terminal_safe(e.what()) << "\n";
     return kcert::cli::exit_input_error;
   }
   return kcert::cli::exit_ok;

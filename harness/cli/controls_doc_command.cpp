@@ -13,6 +13,7 @@
 #include <sstream>
 
 #include "eval/falsifiability.hpp"
+#include "harness/text/escape.hpp"
 #include "harness/cli/exit_codes.hpp"
 #include "harness/cli/nightly_command.hpp"
 #include "harness/cli/report.hpp"
@@ -29,23 +30,7 @@ struct DocOptions {
   std::string output;
 };
 
-// A table cell of Markdown: `|` would end the cell, a newline the row, and Markdown passes
-// raw HTML through (a mechanism `<script>` or `<img onerror>` would be live on a rendered
-// docs page), so `&`, `<` and `>` become entities.
-std::string cell(std::string s) {
-  std::string out;
-  for (char c : s) {
-    switch (c) {
-      case '|': out += "\\|"; break;
-      case '\n': out += " "; break;
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      default: out += c;
-    }
-  }
-  return out;
-}
+using text::markdown_cell;
 
 // An http(s) URL that can stand as a Markdown link destination as it is: no space, quote,
 // angle bracket, backslash or parenthesis that would end it early.
@@ -69,13 +54,13 @@ std::string expected_text(const contract::Expectation& e) {
 // The expectation, and where a LibTorch release has its own, that one beside it.
 std::string expected_with_releases(const contract::TestCase& c) {
   std::string out = expected_text(c.expected);
-  for (const auto& [release, e] : c.expected_on) out += "; on " + release + ": " + expected_text(e) + (e.note.empty() ? "" : " (" + cell(e.note) + ")");
+  for (const auto& [release, e] : c.expected_on) out += "; on " + release + ": " + expected_text(e) + (e.note.empty() ? "" : " (" + markdown_cell(e.note) + ")");
   return out;
 }
 
 std::string short_ref(const std::string& url) {
   // Anything but a web link is text: `javascript:` or `data:` must not become a live link.
-  if (!is_plain_web_link(url)) return cell(url);
+  if (!is_plain_web_link(url)) return markdown_cell(url);
   // github.com/owner/repo/pull/123 -> owner/repo#123; other URLs as their host/path.
   const std::string gh = "https://github.com/";
   if (url.rfind(gh, 0) == 0) {
@@ -180,8 +165,8 @@ void register_controls_doc_command(CLI::App& app, kernels::Registry& registry, c
           }
         }
         const auto family = c.direction == contract::Direction::backward ? c.family + " (backward)" : c.family;
-        md << fmt::format("| `{}` | {} | {} | {} | {} | {} | {} | {} | {} |\n", c.id, family, cell(c.mechanism), refs,
-                          expected_with_releases(c), gates, overall, checks, cell(c.expected.note));
+        md << fmt::format("| `{}` | {} | {} | {} | {} | {} | {} | {} | {} |\n", c.id, family, markdown_cell(c.mechanism), refs,
+                          expected_with_releases(c), gates, overall, checks, markdown_cell(c.expected.note));
       }
       md << "\n";
     }

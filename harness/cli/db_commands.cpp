@@ -11,7 +11,7 @@
 #include "harness/cli/exit_codes.hpp"
 #include "harness/cli/flag_checks.hpp"
 #include "harness/cli/suggest.hpp"
-#include "harness/cli/terminal_text.hpp"
+#include "harness/text/escape.hpp"
 #include "harness/store/postgres.hpp"
 #include "harness/store/spool.hpp"
 
@@ -59,11 +59,11 @@ void unknown_case_check(store::ResultStore& s, const std::string& case_id) {
     throw InputError(std::string("history query failed: ") + e.what());
   }
   if (std::find(ids.begin(), ids.end(), case_id) != ids.end()) return;  // stored, just not under these filters
-  std::string message = "no stored results for case '" + terminal_safe(case_id) + "' in " + s.describe();
+  std::string message = "no stored results for case '" + text::terminal_safe(case_id) + "' in " + s.describe();
   const auto near = closest(case_id, ids);
   if (!near.empty()) {
     message += "; did you mean ";
-    for (std::size_t i = 0; i < near.size(); ++i) message += (i ? ", " : "") + terminal_safe(near[i]);
+    for (std::size_t i = 0; i < near.size(); ++i) message += (i ? ", " : "") + text::terminal_safe(near[i]);
     message += "?";
   } else {
     message += fmt::format(" ({} case id(s) stored; a case id is the `id:` of its case file)", ids.size());
@@ -97,8 +97,8 @@ void register_db_commands(CLI::App& app) {
       std::cout << fmt::format("  {}  started {}  profile {}  shards reported {}/{}  (upload its spool first if the database "
                                "was down during it: a closed run takes no more results; then close it: kcert db abandon {}, "
                                "or kcert nightly --finish {} once every shard has reported)\n",
-                               terminal_safe(r.run_id), r.started_at, r.profile.empty() ? "contract" : terminal_safe(r.profile),
-                               r.shards_finished.size(), r.shard_count, terminal_safe(r.run_id), terminal_safe(r.run_id));
+                               text::terminal_safe(r.run_id), r.started_at, r.profile.empty() ? "contract" : text::terminal_safe(r.profile),
+                               r.shards_finished.size(), r.shard_count, text::terminal_safe(r.run_id), text::terminal_safe(r.run_id));
     }
   });
   auto abandon_id = std::make_shared<std::string>();
@@ -132,12 +132,12 @@ void register_db_commands(CLI::App& app) {
       }
       if (spool.torn_tail) std::cerr << "kcert: warning: " << *spool.torn_tail << "\n";
       const auto sum = store::upload(s, spool.records);
-      std::cout << fmt::format("{}: {} run record(s), {} result(s) added, {} already present{}\n", terminal_safe(f), sum.runs,
+      std::cout << fmt::format("{}: {} run record(s), {} result(s) added, {} already present{}\n", text::terminal_safe(f), sum.runs,
                                sum.results_added, sum.results_present,
                                sum.refused.empty() ? "" : fmt::format(", {} refused", sum.refused.size()));
       for (const auto& [id, why] : sum.refused) {
-        std::cerr << "kcert: warning: " << terminal_safe(f) << ": the database refused the result of " << terminal_safe(id)
-                  << ": " << terminal_safe(why) << "\n";
+        std::cerr << "kcert: warning: " << text::terminal_safe(f) << ": the database refused the result of " << text::terminal_safe(id)
+                  << ": " << text::terminal_safe(why) << "\n";
         refused_any = true;
       }
     }
@@ -224,7 +224,7 @@ void register_db_commands(CLI::App& app) {
     }
     // Stored texts reach the terminal only through terminal_safe (a run id or a CPU model is
     // whatever the writer sent).
-    const auto safe = [](const std::string& t) { return terminal_safe(t); };
+    const auto safe = [](const std::string& t) { return text::terminal_safe(t); };
     std::cout << fmt::format("history of {} ({} run(s))\n", safe(h->q.case_id), rows.size());
     // A variance PASS short of the horizon says so where the verdict is read (issue 32).
     bool any_short = false;

@@ -22,7 +22,7 @@
 #include "harness/cli/khat_reader.hpp"
 #include "harness/cli/report.hpp"
 #include "harness/stats/verdict.hpp"
-#include "harness/cli/terminal_text.hpp"
+#include "harness/text/escape.hpp"
 #include "harness/runner/isolated.hpp"
 #include "eval/falsifiability.hpp"
 #include "harness/stats/format.hpp"
@@ -41,19 +41,8 @@ namespace fs = std::filesystem;
 
 namespace {
 
-std::string esc(const std::string& s) {
-  std::string out;
-  for (char c : s) {
-    switch (c) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&quot;"; break;
-      default: out += c;
-    }
-  }
-  return out;
-}
+// Every text on a page goes through esc.
+std::string esc(std::string_view s) { return text::html_escape(s); }
 
 // An http(s) URL with a host, case-insensitive in the scheme as browsers read it.
 bool is_web_link(const std::string& s) {
@@ -286,7 +275,7 @@ bool run_gnuplot(const fs::path& dir, const std::string& script, const std::stri
   const std::string last = finish_log();
   if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
     why = "gnuplot failed on the plots of " + folder;
-    if (!last.empty()) why += " (" + terminal_safe(last) + "; the whole of it in " + log + ")";
+    if (!last.empty()) why += " (" + text::terminal_safe(last) + "; the whole of it in " + log + ")";
     return false;
   }
   return true;

@@ -12,14 +12,11 @@
 #include <string>
 #include <vector>
 
+#include "harness/runner/nightly.hpp"
+
 namespace kcert::cli {
 
-// One past result of a control in the same environment and profile, oldest first.
-struct HistoryPoint {
-  std::string started_at, run_id, verdict;
-  double u = -1;          // < 0: none (infinite or undefined)
-  double max_abs_z = -1;  // < 0: none
-};
+using runner::HistoryPoint;
 
 struct HtmlReportInput {
   nlohmann::json results;            // the nightly's results.json

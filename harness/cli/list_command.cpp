@@ -1,5 +1,5 @@
 #include "harness/cli/list_command.hpp"
-#include "harness/cli/terminal_text.hpp"
+#include "harness/text/escape.hpp"
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -95,7 +95,7 @@ void register_list_command(CLI::App& app, const kernels::Registry& registry) {
         continue;
       }
       // Names and docs come from plugins too: escaped for the terminal (terminal_text.hpp).
-      const auto& t = terminal_safe;
+      const auto& t = text::terminal_safe;
       std::cout << fmt::format("{}: {}\n  bucket axes: ", t(name), t(f.description));
       for (std::size_t i = 0; i < f.bucket_axes.size(); ++i) {
         std::cout << (i ? ", " : "") << t(f.bucket_axes[i]) << (i == 0 ? " (default)" : "");

@@ -5,7 +5,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include "harness/cli/terminal_text.hpp"
+#include "harness/text/escape.hpp"
 
 namespace kcert::cli {
 
@@ -229,7 +229,7 @@ void print_controls(std::ostream& out, const std::vector<eval::ControlOutcome>& 
   // read, in the column's width, with the footnote below the table.
   // The outcomes may come from stored documents (nightly --finish): their texts reach the
   // terminal through terminal_safe.
-  const auto t = [](const std::string& s) { return terminal_safe(s); };
+  const auto t = [](const std::string& s) { return text::terminal_safe(s); };
   bool any_short = false;
   for (const auto& r : results) {
     if (!r.error.empty()) {
@@ -340,21 +340,25 @@ void markdown_controls(std::ostream& out, const std::vector<eval::ControlOutcome
   out << "| control | kind | family | algebra | bias | variance | all | bias(S) | U | assert_close | FA | dynamo | expected |\n"
          "|---|---|---|---|---|---|---|---|---|---|---|---|---|\n";
   bool any_short = false;
+  // Texts from results (a load error's file path is its id, an error is a plugin's or the
+  // server's words) are cells: a `|` or a newline in one broke the table, and raw HTML in a
+  // summary.md is live where Markdown is rendered.
+  const auto& cell = text::markdown_cell;
   for (const auto& r : results) {
     if (!r.error.empty()) {
-      out << fmt::format("| {} | {} | {} | ERROR: {} |||||||||\n", r.id, r.kind, r.family, r.error);
+      out << fmt::format("| {} | {} | {} | ERROR: {} |||||||||\n", cell(r.id), cell(r.kind), cell(r.family), cell(r.error));
       continue;
     }
     if (!r.skipped.empty()) {
-      out << fmt::format("| {} | {} | {} | SKIP: {} |||||||||\n", r.id, r.kind, r.family, r.skipped);
+      out << fmt::format("| {} | {} | {} | SKIP: {} |||||||||\n", cell(r.id), cell(r.kind), cell(r.family), cell(r.skipped));
       continue;
     }
-    out << fmt::format("| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |\n", r.id, r.kind, r.family,
+    out << fmt::format("| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |\n", cell(r.id), cell(r.kind), cell(r.family),
                        r.algebra_applicable ? v(r.algebra) : std::string("n/a"), v(r.bias),
                        v(r.variance) + (r.short_evidence ? "\\*" : ""), v(r.verdict), v(r.bias_signed_only),
                        r.variance_u ? fmt::format("{:.3g}", *r.variance_u) : std::string("inf/-"), flag(r.assert_close),
                        flag(r.flash_attention), flag(r.dynamo_fp64),
-                       r.unexpected.empty() ? std::string("ok") : "UNEXPECTED: " + r.unexpected.front());
+                       r.unexpected.empty() ? std::string("ok") : "UNEXPECTED: " + cell(r.unexpected.front()));
     any_short |= r.short_evidence;
   }
   if (any_short) out << "\nPASS\\*: a variance PASS whose evidence supports fewer replicates than the horizon T.\n";

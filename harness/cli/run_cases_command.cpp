@@ -1,5 +1,5 @@
 #include "harness/cli/run_cases_command.hpp"
-#include "harness/cli/terminal_text.hpp"
+#include "harness/text/escape.hpp"
 #include "harness/cli/junit.hpp"
 
 #include <fmt/format.h>
@@ -12,7 +12,8 @@
 #include "harness/cli/flag_checks.hpp"
 #include "harness/cli/khat_reader.hpp"
 #include "harness/cli/report.hpp"
-#include "harness/cli/run_storage.hpp"
+#include "harness/cli/build_info.hpp"
+#include "harness/runner/run_storage.hpp"
 #include "harness/engine/engine.hpp"
 #include "harness/store/json.hpp"
 #include "harness/store/postgres.hpp"
@@ -20,7 +21,7 @@
 
 namespace kcert::cli {
 
-void print_note(const std::string& note) { std::cerr << "kcert: " << terminal_safe(note) << "\n"; }
+void print_note(const std::string& note) { std::cerr << "kcert: " << text::terminal_safe(note) << "\n"; }
 
 std::vector<contract::TestCase> selected_cases(std::vector<contract::TestCase> cases, const std::vector<std::string>& filters) {
   const bool any = !cases.empty();
@@ -71,7 +72,7 @@ class ProgressPrinter {
     if (quiet_) return;
     if (!tty_ && p.seconds - last_ < 10.0) return;
     last_ = p.seconds;
-    const auto line = fmt::format("[{}/{}] {}: {}/{} replicates, {:.1f} s", index_ + 1, total_, terminal_safe(*p.case_id), p.done,
+    const auto line = fmt::format("[{}/{}] {}: {}/{} replicates, {:.1f} s", index_ + 1, total_, text::terminal_safe(*p.case_id), p.done,
                                   p.target, p.seconds);
     if (tty_) std::cerr << "\r\033[K" << line << std::flush;
     else std::cerr << line << "\n";
@@ -80,10 +81,10 @@ class ProgressPrinter {
     if (quiet_) return;
     if (tty_) std::cerr << "\r\033[K";
     if (!r.skipped.empty()) {
-      std::cerr << fmt::format("[{}/{}] {}: SKIP ({})\n", index_ + 1, total_, terminal_safe(r.testcase.id), terminal_safe(r.skipped));
+      std::cerr << fmt::format("[{}/{}] {}: SKIP ({})\n", index_ + 1, total_, text::terminal_safe(r.testcase.id), text::terminal_safe(r.skipped));
       return;
     }
-    std::cerr << fmt::format("[{}/{}] {}: {} ({} replicates, {:.1f} s)\n", index_ + 1, total_, terminal_safe(r.testcase.id),
+    std::cerr << fmt::format("[{}/{}] {}: {} ({} replicates, {:.1f} s)\n", index_ + 1, total_, text::terminal_safe(r.testcase.id),
                              r.error.empty() ? std::string(stats::to_string(r.verdict)) : "ERROR", r.replicates,
                              r.runtime.seconds);
   }
@@ -158,13 +159,16 @@ void register_run_command(CLI::App& app, kernels::Registry& registry, const runn
     if (o->seed_given) options.seed = o->seed;
     options.device = o->device;
     options.batch = o->batch;
-    StorageOptions so;
+    runner::StorageOptions so;
+    so.kcert_version = KCERT_VERSION;
+    so.git_revision = kGitRevision;
+    so.note = print_note;
     so.db = o->db;
     so.spool = o->spool;
     so.run_id = o->run_id;
     so.profile = o->profile;
     so.configuration = {{"cases", o->paths}, {"replicates", o->replicates}, {"device", o->device}};
-    RunStorage storage(so);
+    runner::RunStorage storage(so);
     const auto results = run_cases(cases, registry, options, policy, o->quiet, [&](const std::vector<engine::CaseResult>& done) {
       storage.store(done.back());
       // Keep what is done on disk after every case: an interrupted run loses nothing.
@@ -184,11 +188,11 @@ void register_run_command(CLI::App& app, kernels::Registry& registry, const runn
     } else {
       // The table only says ERROR; the reason must not need a second run without --brief.
       for (const auto& r : results) {
-        if (!r.error.empty()) std::cout << terminal_safe(r.testcase.id) << ": ERROR: " << terminal_safe(r.error) << "\n";
+        if (!r.error.empty()) std::cout << text::terminal_safe(r.testcase.id) << ": ERROR: " << text::terminal_safe(r.error) << "\n";
       }
     }
     for (const auto& r : results) {
-      if (!r.skipped.empty()) std::cout << terminal_safe(r.testcase.id) << ": SKIP: " << terminal_safe(r.skipped) << "\n";
+      if (!r.skipped.empty()) std::cout << text::terminal_safe(r.testcase.id) << ": SKIP: " << text::terminal_safe(r.skipped) << "\n";
     }
     if (harness_error) throw ExitWith(exit_input_error);
     bool finding = false;

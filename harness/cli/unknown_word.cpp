@@ -3,7 +3,7 @@
 #include <vector>
 
 #include "harness/cli/suggest.hpp"
-#include "harness/cli/terminal_text.hpp"
+#include "harness/text/escape.hpp"
 
 namespace kcert::cli {
 
@@ -60,7 +60,7 @@ std::string unknown_word_hint(const CLI::App& app, int argc, char** argv) {
           for (const auto* o : a->get_options())
             for (const auto& l : o->get_lnames()) names.push_back(l);
         const auto near = closest(name, names);
-        return "unknown option '--" + terminal_safe(name) + "' for '" + path_of(chain) + "'" +
+        return "unknown option '--" + text::terminal_safe(name) + "' for '" + path_of(chain) + "'" +
                (near.empty() ? "; see '" + path_of(chain) + " --help'" : "; did you mean " + offer(near, "--") + "?");
       }
       // Its value is the next word unless given with '=' (flags take none).
@@ -79,7 +79,7 @@ std::string unknown_word_hint(const CLI::App& app, int argc, char** argv) {
       std::vector<std::string> names;
       for (const auto* sub : subcommands_of(at)) names.push_back(sub->get_name());
       const auto near = closest(word, names);
-      return "unknown command '" + terminal_safe(word) + "' for '" + path_of(chain) + "'" +
+      return "unknown command '" + text::terminal_safe(word) + "' for '" + path_of(chain) + "'" +
              (near.empty() ? "; the commands are " + offer(names, "") : "; did you mean " + offer(near, "") + "?");
     }
   }

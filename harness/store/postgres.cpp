@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <map>
 #include <set>
+#include <tuple>
 #include <type_traits>
 
 #include "harness/store/schema_sql.hpp"
@@ -547,40 +548,29 @@ std::vector<std::string> ResultStore::case_ids() {
 
 namespace {
 
-std::vector<double> parse_double_array(const std::string& text) {
-  // PostgreSQL's text form: {1.5,Infinity,0}
-  std::vector<double> out;
-  std::string item;
-  for (char c : text) {
-    if (c == '{') continue;
-    if (c == ',' || c == '}') {
-      if (!item.empty()) out.push_back(item == "Infinity" ? INFINITY : item == "-Infinity" ? -INFINITY : std::stod(item));
-      item.clear();
-    } else {
-      item += c;
-    }
+// PostgreSQL arrays in their text form ({1.5,Infinity,0}, {"a","b \\"c\\""}) read by libpqxx's
+// array parser (issue 51; kcert parsed them by hand, and an empty string or a NULL element was
+// lost or read as the word NULL). One dimension: kcert stores no nested arrays.
+template <typename Element>
+std::vector<Element> one_dimensional_array(const pqxx::field& field, Element (*element)(const std::string&)) {
+  std::vector<Element> out;
+  auto parser = field.as_array();
+  for (auto [juncture, value] = parser.get_next(); juncture != pqxx::array_parser::juncture::done;
+       std::tie(juncture, value) = parser.get_next()) {
+    if (juncture == pqxx::array_parser::juncture::string_value) out.push_back(element(value));
+    else if (juncture == pqxx::array_parser::juncture::null_value) out.push_back(element(""));
   }
   return out;
 }
 
-std::vector<std::string> parse_text_array(const std::string& text) {
-  std::vector<std::string> out;
-  std::string item;
-  bool quoted = false, escaped = false;
-  for (std::size_t i = 1; i + 1 <= text.size(); ++i) {
-    const char c = text[i];
-    if (escaped) { item += c; escaped = false; continue; }
-    if (c == '\\') { escaped = true; continue; }
-    if (c == '"') { quoted = !quoted; continue; }
-    if (!quoted && (c == ',' || c == '}')) {
-      if (!item.empty()) out.push_back(item);
-      item.clear();
-      continue;
-    }
-    item += c;
-  }
-  return out;
+double array_double(const std::string& item) {
+  if (item == "Infinity") return INFINITY;
+  if (item == "-Infinity") return -INFINITY;
+  if (item.empty() || item == "NaN") return NAN;  // NULL: none stored (the schema keeps +inf, not NaN)
+  return std::stod(item);
 }
+
+std::string array_text(const std::string& item) { return item; }
 
 // What stored_result() reads, and from where; callers add SELECT (DISTINCT ON ...) and WHERE.
 const char* kResultColumns =
@@ -599,7 +589,7 @@ StoredResult stored_result(const pqxx::row& row) {
   s.calibration = row[4].c_str();
   s.shard_index = row[5].as<int>();
   s.document = nlohmann::json::parse(row[6].c_str());
-  s.khat = parse_double_array(row[7].c_str());
+  s.khat = one_dimensional_array(row[7], array_double);
   s.run_id = row[8].c_str();
   s.run_started_at = row[9].c_str();
   s.run_kcert_version = row[10].c_str();
@@ -617,7 +607,7 @@ Calibration calibration_row(const pqxx::row& row) {
   c.previous_warn_k = row[5].as<double>();
   c.previous_fail_k = row[6].as<double>();
   c.rule_version = row[7].c_str();
-  c.source_runs = parse_text_array(row[8].c_str());
+  c.source_runs = one_dimensional_array(row[8], array_text);
   c.positives = row[9].as<int>();
   c.max_u = row[10].as<double>();
   c.created_by = row[11].c_str();

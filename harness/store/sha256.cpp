@@ -1,72 +1,28 @@
 #include "harness/store/sha256.hpp"
 
-#include <array>
-#include <cstdint>
-#include <cstdio>
-#include <vector>
+#include <openssl/evp.h>
+
+#include <memory>
+#include <stdexcept>
 
 namespace kcert::store {
 
-namespace {
-
-constexpr std::array<std::uint32_t, 64> kRound = {
-    0x428a2f98, 0x71374491, 0xb5c0fbcf, 0xe9b5dba5, 0x3956c25b, 0x59f111f1, 0x923f82a4, 0xab1c5ed5,
-    0xd807aa98, 0x12835b01, 0x243185be, 0x550c7dc3, 0x72be5d74, 0x80deb1fe, 0x9bdc06a7, 0xc19bf174,
-    0xe49b69c1, 0xefbe4786, 0x0fc19dc6, 0x240ca1cc, 0x2de92c6f, 0x4a7484aa, 0x5cb0a9dc, 0x76f988da,
-    0x983e5152, 0xa831c66d, 0xb00327c8, 0xbf597fc7, 0xc6e00bf3, 0xd5a79147, 0x06ca6351, 0x14292967,
-    0x27b70a85, 0x2e1b2138, 0x4d2c6dfc, 0x53380d13, 0x650a7354, 0x766a0abb, 0x81c2c92e, 0x92722c85,
-    0xa2bfe8a1, 0xa81a664b, 0xc24b8b70, 0xc76c51a3, 0xd192e819, 0xd6990624, 0xf40e3585, 0x106aa070,
-    0x19a4c116, 0x1e376c08, 0x2748774c, 0x34b0bcb5, 0x391c0cb3, 0x4ed8aa4a, 0x5b9cca4f, 0x682e6ff3,
-    0x748f82ee, 0x78a5636f, 0x84c87814, 0x8cc70208, 0x90befffa, 0xa4506ceb, 0xbef9a3f7, 0xc67178f2};
-
-constexpr std::uint32_t rotr(std::uint32_t x, int n) { return (x >> n) | (x << (32 - n)); }
-
-}  // namespace
-
+// OpenSSL's EVP digest (issue 51): libpq already links libcrypto, and a hand-written SHA-256
+// was 70 lines to keep correct. The FIPS 180-4 vectors in tests/store pin the result.
 std::string sha256_hex(std::string_view bytes) {
-  std::array<std::uint32_t, 8> h = {0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a,
-                                    0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19};
-  std::vector<unsigned char> msg(bytes.begin(), bytes.end());
-  const std::uint64_t bit_length = static_cast<std::uint64_t>(msg.size()) * 8;
-  msg.push_back(0x80);
-  while (msg.size() % 64 != 56) msg.push_back(0);
-  for (int i = 7; i >= 0; --i) msg.push_back(static_cast<unsigned char>(bit_length >> (8 * i)));
-
-  for (std::size_t block = 0; block < msg.size(); block += 64) {
-    std::array<std::uint32_t, 64> w{};
-    for (int i = 0; i < 16; ++i) {
-      const auto* p = &msg[block + static_cast<std::size_t>(4 * i)];
-      w[i] = (std::uint32_t{p[0]} << 24) | (std::uint32_t{p[1]} << 16) | (std::uint32_t{p[2]} << 8) | p[3];
-    }
-    for (int i = 16; i < 64; ++i) {
-      const auto s0 = rotr(w[i - 15], 7) ^ rotr(w[i - 15], 18) ^ (w[i - 15] >> 3);
-      const auto s1 = rotr(w[i - 2], 17) ^ rotr(w[i - 2], 19) ^ (w[i - 2] >> 10);
-      w[i] = w[i - 16] + s0 + w[i - 7] + s1;
-    }
-    auto [a, b, c, d, e, f, g, hh] = h;
-    for (int i = 0; i < 64; ++i) {
-      const auto S1 = rotr(e, 6) ^ rotr(e, 11) ^ rotr(e, 25);
-      const auto ch = (e & f) ^ (~e & g);
-      const auto t1 = hh + S1 + ch + kRound[i] + w[i];
-      const auto S0 = rotr(a, 2) ^ rotr(a, 13) ^ rotr(a, 22);
-      const auto maj = (a & b) ^ (a & c) ^ (b & c);
-      const auto t2 = S0 + maj;
-      hh = g;
-      g = f;
-      f = e;
-      e = d + t1;
-      d = c;
-      c = b;
-      b = a;
-      a = t1 + t2;
-    }
-    h[0] += a; h[1] += b; h[2] += c; h[3] += d; h[4] += e; h[5] += f; h[6] += g; h[7] += hh;
+  const std::unique_ptr<EVP_MD_CTX, decltype(&EVP_MD_CTX_free)> ctx(EVP_MD_CTX_new(), &EVP_MD_CTX_free);
+  unsigned char digest[EVP_MAX_MD_SIZE];
+  unsigned int length = 0;
+  if (!ctx || EVP_DigestInit_ex(ctx.get(), EVP_sha256(), nullptr) != 1 ||
+      EVP_DigestUpdate(ctx.get(), bytes.data(), bytes.size()) != 1 || EVP_DigestFinal_ex(ctx.get(), digest, &length) != 1) {
+    throw std::runtime_error("sha256: OpenSSL's digest failed");
   }
+  static constexpr char kHex[] = "0123456789abcdef";
   std::string out;
-  char buf[9];
-  for (auto v : h) {
-    std::snprintf(buf, sizeof buf, "%08x", v);
-    out += buf;
+  out.reserve(2 * length);
+  for (unsigned int i = 0; i < length; ++i) {
+    out += kHex[digest[i] >> 4];
+    out += kHex[digest[i] & 0x0F];
   }
   return out;
 }

@@ -1,6 +1,6 @@
 #pragma once
 // SHA-256 (FIPS 180-4), for content hashes of test-case files and environment fingerprints.
-// Small and dependency-free: kcert needs a stable digest, not a cryptographic library.
+// OpenSSL computes it (libcrypto, which libpq already brings).
 #include <string>
 #include <string_view>
 

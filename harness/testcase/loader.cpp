@@ -21,6 +21,7 @@
 
 #include "harness/testcase/loader.hpp"
 #include "harness/text/suggest.hpp"
+#include "harness/text/utf8.hpp"
 
 #include "harness/contract/release_threshold.hpp"
 #include "harness/stats/format.hpp"
@@ -961,31 +962,10 @@ void check_text_is_utf8(const std::string& text, const std::string& source) {
   int line = 1;
   int column = 1;
   for (std::size_t i = 0; i < text.size();) {
+    const auto ch = kcert::text::decode_utf8(text, i);
     const auto c = static_cast<unsigned char>(text[i]);
-    std::size_t len = 0;
-    std::uint32_t cp = 0;
-    if (c < 0x80) {
-      len = 1;
-      cp = c;
-    } else if ((c & 0xE0) == 0xC0) {
-      len = 2;
-      cp = c & 0x1F;
-    } else if ((c & 0xF0) == 0xE0) {
-      len = 3;
-      cp = c & 0x0F;
-    } else if ((c & 0xF8) == 0xF0) {
-      len = 4;
-      cp = c & 0x07;
-    }
-    bool ok = len > 0 && i + len <= text.size();
-    for (std::size_t k = 1; ok && k < len; ++k) {
-      const auto d = static_cast<unsigned char>(text[i + k]);
-      ok = (d & 0xC0) == 0x80;
-      cp = (cp << 6) | (d & 0x3F);
-    }
-    // Overlong forms, surrogates and code points past U+10FFFF are not UTF-8 either.
-    if (ok) ok = !(len == 2 && cp < 0x80) && !(len == 3 && cp < 0x800) && !(len == 4 && cp < 0x10000) &&
-                 !(cp >= 0xD800 && cp <= 0xDFFF) && cp <= 0x10FFFF;
+    const auto cp = ch.code_point;
+    const bool ok = ch.valid;
     const auto where = source + ":" + std::to_string(line) + ":" + std::to_string(column) + ": ";
     if (!ok) {
       char hex[8];
@@ -1003,7 +983,7 @@ void check_text_is_utf8(const std::string& text, const std::string& source) {
     } else {
       ++column;
     }
-    i += len;
+    i += ch.length;
   }
 }
 

@@ -722,3 +722,29 @@ TEST_CASE("nightly --finish refuses a stored document of another shape with the 
   CHECK_THAT(out, Catch::Contains("run crafted7: a result stored in the database is not a document kcert writes"));
   CHECK_THAT(out, !Catch::Contains("internal error"));
 }
+
+TEST_CASE("a calibration's source runs read back exactly: quotes, commas, braces, an empty id (libpqxx's array parser)",
+          "[postgres]") {
+  const auto db = fresh_database("kcert_t_arrays");
+  run_kcert(db, "db migrate");
+  const auto dir = temp_dir("arrays");
+  write_case(dir + "/a.yaml", "arrays", 16, 32, 32);
+  run_kcert(db, "run " + dir + " --db --quiet --brief");  // stores this machine's environment
+  kcert::store::ResultStore store(db);
+  kcert::store::Calibration c;
+  {
+    pqxx::connection conn(db);
+    pqxx::work w(conn);
+    c.fingerprint = kcert::store::pq::exec1(w, "SELECT fingerprint FROM environment")[0].as<std::string>();
+  }
+  c.family = "rmsnorm";
+  c.rule_version = "kcert-cal/2";
+  c.created_by = "test";
+  c.source_runs = {"plain", "with \"quotes\", a comma", "{braces}\\back", "", "NULL"};
+  const auto id = store.store_calibration(c);
+  const auto back = store.latest_calibrations(c.fingerprint);
+  REQUIRE(back.count("rmsnorm") == 1);
+  CHECK(back.at("rmsnorm").id == id);
+  // By hand the empty id was dropped and NULL (the text) read as a NULL would have been.
+  CHECK(back.at("rmsnorm").source_runs == c.source_runs);
+}

@@ -1,7 +1,8 @@
 #pragma once
-// Storage of a run: the spool first (fsync'ed per record), then the database when asked
-// for and reachable. A database failure is reported once and the run goes on spooling, so
-// an outage loses nothing (`kcert upload` replays the spool later).
+// Storage of a run (the runner room, issue 51): the spool first (fsync'ed per record), then
+// the database when asked for and reachable. A database failure is reported once and the run
+// goes on spooling, so an outage loses nothing (`kcert upload` replays the spool later). What
+// the storage has to tell its user goes to the caller's Note, as the suite's notes do.
 #include <nlohmann/json.hpp>
 
 #include <memory>
@@ -9,10 +10,11 @@
 #include <string>
 
 #include "harness/engine/case_result.hpp"
+#include "harness/runner/suite.hpp"
 #include "harness/store/postgres.hpp"
 #include "harness/store/spool.hpp"
 
-namespace kcert::cli {
+namespace kcert::runner {
 
 // kcert's state folder: KCERT_HOME, else ".kcert" (spool/, reports/, postgres/ live in it).
 std::string state_dir();
@@ -27,6 +29,13 @@ struct StorageOptions {
   int shard_count = 1;
   nlohmann::json configuration = nlohmann::json::object();
   bool force = false;  // spool even without db (nightly always spools)
+  // What the run record says made it: the caller's version and git revision.
+  std::string kcert_version;
+  std::string git_revision;
+  // Lines for the user: the run and its spool, where results go, a database that went away,
+  // a result it refused ("warning: ..." for those). Each is one line without "kcert: "; texts
+  // from results and the server are passed as they are (escaping is the printer's job).
+  Note note;
 };
 
 class RunStorage {
@@ -45,6 +54,9 @@ class RunStorage {
 
  private:
   void database_down(const std::string& why);
+  void tell(const std::string& line) const {
+    if (note_) note_(line);
+  }
 
   std::optional<store::RunInfo> run_;
   nlohmann::json run_record_;
@@ -53,6 +65,7 @@ class RunStorage {
   int refused_ = 0;  // results the database refused (each in the spool, named in a warning)
   bool wanted_db_ = false;
   bool run_closed_ = false;  // the --run-id names a run the database holds as finished or aborted
+  Note note_;
 };
 
-}  // namespace kcert::cli
+}  // namespace kcert::runner
