@@ -24,6 +24,7 @@ import sys
 LAYERS = {
     "harness/stats": (1, True),
     "harness/text": (1, True),
+    "harness/io": (1, True),
     "harness/gates": (2, True),
     "harness/numerics": (3, False),
     "harness/kernels": (4, False),

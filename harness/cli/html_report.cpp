@@ -30,7 +30,7 @@
 #include "harness/store/environment.hpp"
 #include "harness/store/json.hpp"
 #include "harness/store/json_text.hpp"
-#include "harness/store/regular_file.hpp"
+#include "harness/io/regular_file.hpp"
 #include "harness/store/postgres.hpp"
 
 extern char** environ;
@@ -1051,7 +1051,7 @@ void register_report_command(CLI::App& app) {
     if (!fs::exists(folder / "results.json")) throw InputError(file + ": no such file (is this a nightly report folder?)");
     std::string json_text;
     try {
-      json_text = store::read_regular_file(file, std::uint64_t{1} << 30);
+      json_text = io::read_regular_file(file, std::uint64_t{1} << 30, io::Links::follow, "a results.json");
     } catch (const std::runtime_error& e) {
       throw InputError(e.what());
     }

@@ -1,4 +1,5 @@
 #include "harness/cli/khat_reader.hpp"
+#include "harness/io/regular_file.hpp"
 
 #include <algorithm>
 #include <cctype>
@@ -9,13 +10,6 @@
 #include <limits>
 #include <sstream>
 #include <string_view>
-
-#include <fcntl.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
-#include <cerrno>
-#include <cstring>
 
 namespace kcert::cli {
 
@@ -104,28 +98,12 @@ std::vector<double> read_khat_file(const std::string& path, FollowLinks follow) 
     if (!file) throw InputError(path + ": cannot open file");
     return read_khat(file, path);
   }
-  const int fd = ::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
-  if (fd < 0) {
-    const int err = errno;
-    throw InputError(path + (err == ELOOP ? ": a symbolic link, not followed" : ": cannot open file: " + std::string(std::strerror(err))));
-  }
-  struct Closer {
-    int fd;
-    ~Closer() { ::close(fd); }
-  } closer{fd};
-  struct stat st {};
-  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) throw InputError(path + ": not a regular file, not read");
   // R is at most 2^20 replicates, a few tens of bytes a row.
-  constexpr std::size_t kMaxBytes = std::size_t{256} << 20;
   std::string text;
-  char buffer[65536];
-  for (;;) {
-    const ssize_t n = ::read(fd, buffer, sizeof buffer);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) throw InputError(path + ": cannot read file: " + std::strerror(errno));
-    if (n == 0) break;
-    text.append(buffer, static_cast<std::size_t>(n));
-    if (text.size() > kMaxBytes) throw InputError(path + ": larger than a K-hat sample can be (256 MiB), not read");
+  try {
+    text = io::read_regular_file(path, std::uint64_t{256} << 20, io::Links::refuse, "a K-hat sample");
+  } catch (const io::FileRefused& e) {
+    throw InputError(e.what());
   }
   std::istringstream in(text);
   return read_khat(in, path);

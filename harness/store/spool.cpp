@@ -22,7 +22,7 @@
 
 #include "harness/store/json.hpp"
 #include "harness/store/json_text.hpp"
-#include "harness/store/regular_file.hpp"
+#include "harness/io/regular_file.hpp"
 #include "harness/store/sha256.hpp"
 
 namespace kcert::store {
@@ -272,7 +272,7 @@ void check_spool_record(const nlohmann::json& j) {
 
 SpoolContents read_spool(const std::string& path) {
   // A night's spool is tens of MB (K-hat samples included); 4 GiB is far beyond any.
-  const std::string text = read_regular_file(path, std::uint64_t{4} << 30);
+  const std::string text = io::read_regular_file(path, std::uint64_t{4} << 30, io::Links::follow, "a spool");
   SpoolContents out;
   std::size_t n = 0;
   for (std::size_t at = 0; at < text.size();) {

@@ -24,6 +24,7 @@
 #include "harness/text/utf8.hpp"
 
 #include "harness/contract/release_threshold.hpp"
+#include "harness/io/regular_file.hpp"
 #include "harness/stats/format.hpp"
 
 namespace kcert::testcase {
@@ -1118,45 +1119,17 @@ TestCase parse_testcase(const std::string& text, const std::string& source, cons
 }
 
 std::string read_case_file(const std::string& path) {
-  // O_NOFOLLOW: a link as the last component is refused (collect_testcase_files resolves the
-  // ones a user names, never one met in a folder); O_NONBLOCK: a FIFO must not block the open.
-  const int fd = ::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
-  if (fd < 0) {
-    const int err = errno;
-    if (err == ELOOP) {
-      throw LoadError(path + ": a symbolic link, not followed: kcert reads only regular files in a controls folder "
-                             "(name the link's target on the command line to run it)");
+  // A link as the last component is refused (collect_testcase_files resolves the ones a user
+  // names, never one met in a folder); a FIFO must not block the open.
+  try {
+    return io::read_regular_file(path, kMaxCaseFileBytes, io::Links::refuse, "a case file");
+  } catch (const io::FileRefused& e) {
+    if (e.why() == io::FileRefused::Why::link) {
+      throw LoadError(std::string(e.what()) + ": kcert reads only regular files in a controls folder "
+                                              "(name the link's target on the command line to run it)");
     }
-    throw LoadError(path + ": cannot open file: " + std::strerror(err));
+    throw LoadError(e.what());
   }
-  struct Closer {
-    int fd;
-    ~Closer() { ::close(fd); }
-  } closer{fd};
-  struct stat st {};
-  if (::fstat(fd, &st) != 0) throw LoadError(path + ": cannot read file: " + std::strerror(errno));
-  if (!S_ISREG(st.st_mode)) throw LoadError(path + ": not a regular file (a FIFO, device or folder), not read");
-  if (static_cast<std::uint64_t>(st.st_size) > kMaxCaseFileBytes) {
-    throw LoadError(path + ": " + std::to_string(st.st_size) + " bytes, more than the " +
-                    std::to_string(kMaxCaseFileBytes >> 20) + " MiB a case file may hold; not read");
-  }
-  std::string text;
-  char buffer[65536];
-  for (;;) {
-    const ssize_t n = ::read(fd, buffer, sizeof buffer);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      throw LoadError(path + ": cannot read file: " + std::strerror(errno));
-    }
-    if (n == 0) break;
-    text.append(buffer, static_cast<std::size_t>(n));
-    // A file that grows while read is held to the same bound.
-    if (text.size() > kMaxCaseFileBytes) {
-      throw LoadError(path + ": more than the " + std::to_string(kMaxCaseFileBytes >> 20) +
-                      " MiB a case file may hold; not read");
-    }
-  }
-  return text;
 }
 
 std::vector<TestCase> load_testcases(const std::string& path, const FamilySchemas& families, const std::string& profile) {

@@ -9,7 +9,9 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 
+#include "harness/io/regular_file.hpp"
 #include "harness/store/environment.hpp"
 #include "harness/store/json.hpp"
 #include "harness/store/sha256.hpp"
@@ -223,5 +225,39 @@ TEST_CASE("a spool that is a FIFO or a link to /dev/zero is refused at once, not
     CHECK_THROWS_WITH(kcert::store::read_spool(path),
                       Catch::Contains(path + ": not a regular file (a FIFO, device or folder), not read"));
   }
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("one reader of files kcert is pointed at: links followed or refused, only regular files, a bound (issue 51)",
+          "[store][hostile]") {
+  using kcert::io::FileRefused;
+  using kcert::io::Links;
+  using kcert::io::read_regular_file;
+  const auto dir = std::filesystem::temp_directory_path() / ("kcert-io-" + std::to_string(::getpid()));
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  const auto file = (dir / "a.txt").string();
+  std::ofstream(file) << "twelve bytes";
+  const auto link = (dir / "link.txt").string();
+  std::filesystem::create_symlink(file, link);
+  const auto fifo = (dir / "fifo").string();
+  REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+  const auto why = [](const std::function<void()>& read) {
+    try {
+      read();
+    } catch (const FileRefused& e) {
+      return e.why();
+    }
+    FAIL("not refused");
+    return FileRefused::Why::cannot_open;
+  };
+  CHECK(read_regular_file(file, 12, Links::refuse, "x") == "twelve bytes");
+  CHECK(read_regular_file(link, 12, Links::follow, "x") == "twelve bytes");  // a file the user named
+  CHECK(why([&] { read_regular_file(link, 12, Links::refuse, "x"); }) == FileRefused::Why::link);
+  CHECK(why([&] { read_regular_file(fifo, 12, Links::follow, "x"); }) == FileRefused::Why::not_regular);
+  CHECK(why([&] { read_regular_file(dir.string(), 12, Links::follow, "x"); }) == FileRefused::Why::not_regular);
+  CHECK(why([&] { read_regular_file((dir / "none").string(), 12, Links::follow, "x"); }) == FileRefused::Why::cannot_open);
+  CHECK_THROWS_WITH(read_regular_file(file, 11, Links::follow, "a test file"),
+                    file + ": 12 bytes, more than the 11 bytes a test file may hold; not read");
   std::filesystem::remove_all(dir);
 }
