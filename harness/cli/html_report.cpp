@@ -298,6 +298,13 @@ struct ControlPlots {
   std::vector<std::pair<std::string, std::string>> figures;  // file, caption
 };
 
+}  // namespace
+
+// Below, beside the flagged-bucket table that also names buckets.
+std::string bucket_label(const std::string& axis, std::int64_t bucket, const nlohmann::json& probe_params);
+
+namespace {
+
 // Writes the data and the gnuplot script of one control's plots; returns the figures it
 // will produce. `dir` is out/plots, `stem` the control's file name.
 ControlPlots plan_plots(const nlohmann::json& r, const std::vector<double>& khat, const fs::path& dir,
@@ -461,6 +468,39 @@ ControlPlots plan_plots(const nlohmann::json& r, const std::vector<double>& khat
   int group_points[6] = {0, 0, 0, 0, 0, 0};  // (statistic, verdict), one data file each
   int group = 0;
   const auto group_file = [&](int g) { return data("bias-" + std::to_string(g)); };
+  // The flagged buckets are named beside their points in the family's terms ("channel 29"),
+  // up to 5 per statistic by |z|, so the plane and the flagged-bucket table meet.
+  struct PointLabel {
+    double x, y, abs_z;
+    std::string text;
+  };
+  std::vector<PointLabel> labels;
+  const std::string axis = text(bias, "axis");
+  const auto probe_params = r.value("probe", nlohmann::json::object()).value("params", nlohmann::json::object());
+  for (const char* statistic : {"signed", "magnitude"}) {
+    std::vector<PointLabel> mine;
+    for (const auto& b : bias.value(statistic, nlohmann::json::object()).value("flagged", nlohmann::json::array())) {
+      if (!b.is_object() || !b.contains("bucket") || !b.at("bucket").is_number_integer() || !b.contains("ulp_effect") ||
+          !finite(b.at("ulp_effect")) || !b.contains("effect") || !finite(b.at("effect")))
+        continue;
+      const double x = b.at("ulp_effect").get<double>(), y = b.at("effect").get<double>();
+      if (!(x > 0) || !(y > 0)) continue;
+      const double z = b.contains("z") && b.at("z").is_number() ? std::fabs(b.at("z").get<double>()) : 0.0;
+      mine.push_back({x, y, z, bucket_label(axis, b.at("bucket").get<std::int64_t>(), probe_params)});
+    }
+    std::sort(mine.begin(), mine.end(), [](const auto& a, const auto& b) { return a.abs_z > b.abs_z; });
+    // Flagged buckets cluster: a label is placed only where it does not cover one already
+    // placed (about a line's height and a label's width apart on the log axes).
+    int placed = 0;
+    for (const auto& l : mine) {
+      const bool covers = std::any_of(labels.begin(), labels.end(), [&](const PointLabel& o) {
+        return std::fabs(std::log10(l.y / o.y)) < 0.08 && std::fabs(std::log10(l.x / o.x)) < 0.2;
+      });
+      if (covers) continue;
+      labels.push_back(l);
+      if (++placed == 5) break;
+    }
+  }
   for (const char* statistic : {"signed", "magnitude"}) {
     const auto& s = bias.value(statistic, nlohmann::json::object());
     for (const char* verdict : {"PASS", "WARN", "FAIL"}) {
@@ -484,7 +524,9 @@ ControlPlots plan_plots(const nlohmann::json& r, const std::vector<double>& khat
   }
   if (points > 0) {
     const double c = th.value("c", 0.3), cm = th.value("c_magnitude", 0.2), s_min = th.value("s_min", 0.2);
-    gp << "set output " << gp_file((dir / svg("bias")).string()) << "\nset logscale xy\n"
+    // The key goes bottom right, where a bias plane has the fewest points (large ULP effects
+    // with small standardized ones), away from the flagged buckets' names.
+    gp << "set output " << gp_file((dir / svg("bias")).string()) << "\nset logscale xy\nset key bottom right\n"
        << fmt::format("set xrange [{}:{}]\nset yrange [{}:{}]\n", std::min(x_lo, cm) / 3, std::max(x_hi, c) * 3,
                       std::min(y_lo, s_min) / 3, std::max(y_hi, s_min) * 3)
        << "set xlabel '|mean difference| in ULPs of the bucket (ULP effect)'\nset ylabel '|mean| / sd (standardized effect)'\n"
@@ -506,13 +548,27 @@ ControlPlots plan_plots(const nlohmann::json& r, const std::vector<double>& khat
         first = false;
       }
     }
-    gp << "\nunset arrow\nunset label\nunset logscale\nset autoscale\n";
+    if (!labels.empty()) {
+      // A label is data gnuplot reads between double quotes: only letters, digits, spaces and
+      // "._-" pass (the axis name comes from the results document, which anyone may craft).
+      DataFile d(data("bias-labels"));
+      for (const auto& l : labels) {
+        std::string safe;
+        for (char ch : l.text)
+          if (std::isalnum(static_cast<unsigned char>(ch)) || ch == ' ' || ch == '.' || ch == '_' || ch == '-') safe += ch;
+        d << fmt::format("{:.17g} {:.17g} \"{}\"\n", l.x, l.y, safe.substr(0, 48));
+      }
+      d.close();
+      gp << (first ? "" : ", ") << gp_file(data("bias-labels"))
+         << " using 1:2:3 with labels left offset 0.6,0.4 font ',9' tc rgb '#333333' noenhanced notitle";
+    }
+    gp << "\nunset arrow\nunset label\nunset logscale\nset autoscale\nset key top right\n";
     plots.figures.push_back(
         {svg("bias"),
          "The bias plane: each kept bucket's ULP effect against its standardized effect (filled: signed statistic, "
          "open: magnitude). A significant bucket FAILs only to the right of its statistic's ULP floor c and above "
-         "s_min; significant buckets inside either floor are WARN. The result keeps every flagged bucket and the top "
-         "buckets by |z|, not all of them."});
+         "s_min; significant buckets inside either floor are WARN. The strongest flagged buckets (up to 5 per "
+         "statistic by |z|, where their names do not overlap) are named. The result keeps every flagged bucket and the top buckets by |z|, not all of them."});
   }
   return plots;
 }

@@ -23,6 +23,9 @@ for plot in tail bias; do
   grep -q "plots/n1_gemma_rmsnorm_offset_bf16-$plot.svg" "$page" || fail "no $plot plot on the N1 page"
 done
 grep -q "<figcaption>The K-hat tail" "$page" || fail "plot without caption"
+# The bias plane names N1's strongest flagged buckets in the family's terms (issue 32, item 4).
+grep -qE '>channel [0-9]+<' night/html/plots/n1_gemma_rmsnorm_offset_bf16-bias.svg ||
+  fail "the bias plane does not name the flagged channels"
 grep -q "History needs the results database" "$page" || fail "--no-db history note"
 grep -q "schema: 1" "$page" || fail "case file not shown"
 
