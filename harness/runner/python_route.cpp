@@ -286,20 +286,46 @@ void describe_python_file(const std::string& path, const PythonRoute& route, ker
   // Every variant is checked before any is registered: a file refused half-way must not
   // leave stand-ins that look described.
   std::vector<std::pair<std::string, kernels::Variant>> stand_ins;
+  std::vector<kernels::Family> stand_in_families;
   try {
     const auto d = nlohmann::json::parse(c.out);
+    // Families the file defines (kcert.family; absent from older descriptions): their schema
+    // here, for the cases to load and validate; inputs and buckets only in the worker.
+    std::set<std::string> family_names;
+    for (const auto& fd : d.value("families", nlohmann::json::array())) {
+      kernels::Family f;
+      f.name = fd.at("name").get<std::string>();
+      f.description = fd.at("description").get<std::string>();
+      f.bucket_axes = fd.at("bucket_axes").get<std::vector<std::string>>();
+      for (const auto& [k, def] : fd.at("probe_params").items()) f.probe_params.push_back(param_of(k, def));
+      if (registry.find_family(f.name) || !family_names.insert(f.name).second) {
+        throw InputError("--python " + path + ": family '" + f.name + "' is already registered");
+      }
+      const std::string what = "the Python family " + f.name + " runs only in a `python -m kcert` worker (runner/python_route.hpp)";
+      f.make_fixed = [what](const kernels::ProbeContract&, std::uint64_t) -> kernels::KernelInputs { throw std::logic_error(what); };
+      f.make_replicate = [what](const kernels::ProbeContract&, const kernels::KernelInputs&, std::uint64_t) -> kernels::KernelInputs {
+        throw std::logic_error(what);
+      };
+      f.bucket_ids = [what](const std::string&, const kernels::ProbeContract&, at::IntArrayRef) -> torch::Tensor {
+        throw std::logic_error(what);
+      };
+      stand_in_families.push_back(std::move(f));
+    }
     std::set<std::pair<std::string, std::string>> names;
     for (const auto& v : d.at("variants")) {
       const auto family = v.at("family").get<std::string>();
       const auto name = v.at("name").get<std::string>();
       const auto* f = registry.find_family(family);
-      if (!f) {
+      if (!f && family_names.count(family)) {
+        if (!names.insert({family, name}).second) {
+          throw InputError("--python " + path + ": variant " + name + " of family '" + family + "' is already registered");
+        }
+      } else if (!f) {
         std::string list;
         for (const auto& n : registry.family_names()) list += (list.empty() ? "" : ", ") + n;
         throw InputError("--python " + path + ": variant " + name + " names family '" + family +
                          "', which is not registered (registered: " + list + ")");
-      }
-      if (f->variants.count(name) || !names.insert({family, name}).second) {
+      } else if (f->variants.count(name) || !names.insert({family, name}).second) {
         throw InputError("--python " + path + ": variant " + name + " of family '" + family + "' is already registered");
       }
       kernels::VariantSchema schema{name, v.at("version").get<std::string>(), v.at("description").get<std::string>(), {}};
@@ -324,6 +350,8 @@ void describe_python_file(const std::string& path, const PythonRoute& route, ker
   // The binary's environment identity stays its own (calibrations and comparisons are keyed by
   // it, and a run of C++ controls beside Python ones is the same environment): a Python
   // variant's version records its file's sha256, and what it imports is its file's business.
+  const auto family_count = stand_in_families.size();
+  for (auto& f : stand_in_families) registry.add_family(std::move(f));
   for (auto& [family, variant] : stand_ins) {
     const auto name = variant.schema.name, version = variant.schema.version;
     registry.add_variant(family, std::move(variant));
@@ -332,7 +360,7 @@ void describe_python_file(const std::string& path, const PythonRoute& route, ker
   registry.note_python_stand_ins(file);
   if (note) {
     note("Python kernels " + file + " described by " + interpreter(route) + " (" + std::to_string(stand_ins.size()) +
-         " variant(s))");
+         " variant(s)" + (family_count ? ", " + std::to_string(family_count) + " family(ies)" : std::string()) + ")");
   }
 }
 

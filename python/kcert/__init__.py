@@ -40,7 +40,7 @@ from . import _C
 # loaded, and re-executing /proc/self/exe would replace the interpreter: never.
 os.environ["KCERT_NO_REEXEC"] = "1"
 
-__all__ = ["variant", "exact_casts", "certify", "Certification", "KcertError", "main", "Precision"]
+__all__ = ["variant", "family", "exact_casts", "certify", "Certification", "KcertError", "main", "Precision"]
 
 Precision = _C.Precision
 
@@ -50,6 +50,7 @@ _MODULES_AT_IMPORT = set(sys.modules)
 
 _variants = []  # (family, name, version, description, origin, params, fn, unavailable, exact), in registration order
 _files = []  # the --python files imported, in order, for the spawned workers
+_families = []  # (name, description, origin, probe params, axes, fixed, replicate, buckets), in registration order
 
 
 def _sha256(path):
@@ -211,6 +212,41 @@ def variant(family, name, *, params=None, description=None, version=None, unavai
     return register
 
 
+def family(name, *, replicate, buckets, fixed=None, probe=None, description=None):
+    """Registers an operator family defined in Python: its inputs, probe parameters and bucket
+    axes; its variants are then ``@kcert.variant(name, ...)`` functions (one of them the
+    reference) and its cases name it as ``family: NAME``. Forward only (no backward yet).
+
+    replicate: ``fn(probe, fixed, seed) -> dict[str, Tensor]``, one replicate's inputs without
+    the batch dimension, drawn from ``seed`` alone (``torch.Generator().manual_seed(seed)``:
+    the same seed must give the same tensors) and already rounded to the probe's dtype
+    (``probe.dtype``, the working precision W). ``probe`` has ``dtype``, ``seed``, ``shift``,
+    ``scale``, ``outlier_count``, ``outlier_magnitude``, ``row_offset_sd`` and ``params`` (the
+    case's ``probe.shape``-style parameters declared below, by dotted name).
+    fixed: ``fn(probe, seed) -> dict[str, Tensor]``, inputs drawn once per case (weights), or
+    None.
+    buckets: ``{"axis": fn(probe, shape) -> LongTensor}``, the bucket of every output element
+    (``shape``: one replicate's output shape) for each bucket axis; the first is the default.
+    probe: the family's probe parameters and their defaults (``{"shape.tokens": 64}``; as
+    variant params, a default's type is the parameter's type).
+    """
+    what = f"kcert.family({name!r})"
+    if not callable(replicate):
+        raise TypeError(f"{what}: replicate must be callable, not {type(replicate).__name__}")
+    if fixed is not None and not callable(fixed):
+        raise TypeError(f"{what}: fixed must be callable or None, not {type(fixed).__name__}")
+    if not isinstance(buckets, dict) or not buckets or not all(
+            isinstance(k, str) and k and callable(v) for k, v in buckets.items()):
+        raise TypeError(f"{what}: buckets must map at least one axis name to a callable fn(probe, shape)")
+    if any(f[0] == name for f in _families):
+        raise ValueError(f"{what}: a family of that name is already defined")
+    source = inspect.getsourcefile(inspect.unwrap(replicate)) or "<unknown>"
+    if description is None:
+        description = f"Python family {name} ({os.path.basename(source)})"
+    _families.append((name, description, f"python:{source}", dict(probe or {}), list(buckets), fixed, replicate,
+                      dict(buckets)))
+
+
 def _check_trusted(path):
     """A Python file is code: the same rule as a plugin (docs/plugins.md). It and its folder
     must belong to you or root and not be writable by group or others."""
@@ -261,7 +297,7 @@ def _environment(files):
     kcert binary's fingerprint)."""
     import json
     import platform
-    if not _variants and not files:
+    if not _variants and not _families and not files:
         return ""
     stdlib = getattr(sys, "stdlib_module_names", frozenset())
     modules = {}
@@ -293,8 +329,10 @@ def _describe(out_fd):
     for family, name, version, description, origin, params, _fn, unavailable, exact in _variants:
         variants.append({"family": family, "name": name, "version": version, "description": description,
                          "origin": origin, "params": params, "unavailable": unavailable, "exact": exact})
+    families = [{"name": name, "description": description, "origin": origin, "probe_params": probe, "bucket_axes": axes}
+                for name, description, origin, probe, axes, _fixed, _replicate, _buckets in _families]
     with os.fdopen(out_fd, "w") as out:
-        json.dump({"variants": variants, "files": list(_files)}, out)
+        json.dump({"variants": variants, "families": families, "files": list(_files)}, out)
         out.write("\n")
     return 0
 
@@ -324,7 +362,7 @@ def main(argv=None):
     worker = [sys.executable, "-m", "kcert"]
     for f in _files:
         worker += ["--python", f]
-    return _C.main(["kcert"] + rest, worker, list(_variants), _environment(_files))
+    return _C.main(["kcert"] + rest, worker, list(_variants), _environment(_files), list(_families))
 
 
 from ._certify import Certification, KcertError, certify  # noqa: E402  (uses the names above)

@@ -78,7 +78,7 @@ def certify(*, family, reference, production, probe=None, buckets=None, replicat
     The case runs in this process (a kernel that crashes the process takes the test with it:
     the command line's spawned workers are the isolated route).
     """
-    from . import _environment, _files, _variants
+    from . import _environment, _families, _files, _variants
     extra = []
     ref_name, ref_params = _kernel("reference", reference, family, extra)
     prod_name, prod_params = _kernel("production", production, family, extra, production_exact)
@@ -115,7 +115,7 @@ def certify(*, family, reference, production, probe=None, buckets=None, replicat
             argv += ["--profile", profile]
         # The kernel files: those of --python, and those defining the callables (origin "python:FILE").
         sources = list(_files) + [entry[4][len("python:"):] for entry in extra]
-        code, said = _captured(lambda: _C.main(argv, [], list(_variants) + extra, _environment(sources)))
+        code, said = _captured(lambda: _C.main(argv, [], list(_variants) + extra, _environment(sources), list(_families)))
         if not os.path.exists(out):
             raise KcertError(f"kcert could not run the case (exit {code}):\n{said.strip()}\ncase: {text}")
         with open(out) as f:

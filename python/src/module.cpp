@@ -90,6 +90,94 @@ kcert::kernels::KernelFn kernel_of(const PythonVariant& pv) {
   };
 }
 
+// A family defined in Python (kcert.family): its probe parameters, bucket axes and the three
+// callables that draw its inputs and bucket its outputs. Each call takes the GIL: the draw runs
+// on LibTorch's threads (engine/draw.cpp), which then take turns.
+struct PythonFamily {
+  std::string name, description, origin;
+  std::vector<ParamSpec> probe_params;
+  std::vector<std::string> axes;
+  std::shared_ptr<py::object> fixed;      // None: no fixed inputs
+  std::shared_ptr<py::object> replicate;  // fn(probe, fixed, seed) -> dict[str, Tensor]
+  std::shared_ptr<py::object> buckets;    // dict: axis -> fn(probe, shape) -> int64 Tensor
+};
+
+// The probe as the family's callables see it: kcert.Probe-like attributes.
+py::object python_probe(const kcert::kernels::ProbeContract& probe) {
+  py::dict params;
+  for (const auto& [name, v] : probe.params.values()) params[py::str(name)] = python_value(v);
+  const auto dtype = py::reinterpret_borrow<py::object>(
+      reinterpret_cast<PyObject*>(torch::getTHPDtype(kcert::numerics::to_dtype(probe.dtype))));
+  return py::module_::import("types").attr("SimpleNamespace")(
+      py::arg("dtype") = dtype, py::arg("seed") = probe.seed, py::arg("shift") = probe.shift,
+      py::arg("scale") = probe.scale, py::arg("outlier_count") = probe.outlier_count,
+      py::arg("outlier_magnitude") = probe.outlier_magnitude, py::arg("row_offset_sd") = probe.row_offset_sd,
+      py::arg("params") = params);
+}
+
+KernelInputs inputs_of(const py::object& out, const std::string& what) {
+  if (!py::isinstance<py::dict>(out)) {
+    throw std::runtime_error(what + " returned a " + py::str(py::type::of(out).attr("__name__")).cast<std::string>() +
+                             ", not a dict of tensors");
+  }
+  KernelInputs in;
+  for (const auto& [k, v] : out.cast<py::dict>()) {
+    if (!THPVariable_Check(v.ptr())) throw std::runtime_error(what + ": input '" + py::str(k).cast<std::string>() + "' is not a torch.Tensor");
+    in.set(k.cast<std::string>(), v.cast<torch::Tensor>());
+  }
+  return in;
+}
+
+// Runs a family callable under the GIL; a Python exception becomes the case's error.
+template <typename F>
+auto with_gil(const std::string& what, F&& call) {
+  py::gil_scoped_acquire gil;
+  try {
+    return call();
+  } catch (py::error_already_set& e) {
+    throw std::runtime_error(what + " raised " + e.what());
+  }
+}
+
+kcert::kernels::Family family_of(const PythonFamily& pf) {
+  kcert::kernels::Family f;
+  f.name = pf.name;
+  f.description = pf.description;
+  f.bucket_axes = pf.axes;
+  f.probe_params = pf.probe_params;
+  const std::string family = "Python family " + pf.name;
+  f.make_fixed = [fixed = pf.fixed, family](const kcert::kernels::ProbeContract& probe, std::uint64_t seed) {
+    return with_gil(family + ": fixed", [&] {
+      if (fixed->is_none()) return KernelInputs{};
+      return inputs_of((*fixed)(python_probe(probe), seed), family + ": fixed");
+    });
+  };
+  f.make_replicate = [replicate = pf.replicate, family](const kcert::kernels::ProbeContract& probe,
+                                                        const KernelInputs& fixed, std::uint64_t seed) {
+    return with_gil(family + ": replicate", [&] {
+      py::dict fixed_dict;
+      for (const auto& [name, t] : fixed.tensors()) fixed_dict[py::str(name)] = py::cast(t);
+      return inputs_of((*replicate)(python_probe(probe), fixed_dict, seed), family + ": replicate");
+    });
+  };
+  f.bucket_ids = [buckets = pf.buckets, family](const std::string& axis, const kcert::kernels::ProbeContract& probe,
+                                                at::IntArrayRef shape) {
+    return with_gil(family + ": buckets[" + axis + "]", [&] {
+      py::tuple dims(shape.size());
+      for (std::size_t i = 0; i < shape.size(); ++i) dims[i] = py::int_(shape[i]);
+      py::object ids = (*buckets)[py::str(axis)](python_probe(probe), dims);
+      if (!THPVariable_Check(ids.ptr())) throw std::runtime_error(family + ": buckets[" + axis + "] did not return a torch.Tensor");
+      auto t = ids.cast<torch::Tensor>();
+      if (t.sizes() != shape) {
+        throw std::runtime_error(family + ": buckets[" + axis + "] returned shape " + c10::str(t.sizes()) +
+                                 " for outputs of shape " + c10::str(shape) + " (one bucket id per output element)");
+      }
+      return t.to(torch::kLong).contiguous();
+    });
+  };
+  return f;
+}
+
 }  // namespace
 
 PYBIND11_MODULE(_C, m) {
@@ -121,7 +209,8 @@ PYBIND11_MODULE(_C, m) {
 
   m.def(
       "main",
-      [](std::vector<std::string> args, std::vector<std::string> worker, py::list variants, std::string environment) {
+      [](std::vector<std::string> args, std::vector<std::string> worker, py::list variants, std::string environment,
+         py::list families) {
         // The front end's part of the environment identity (store/environment.hpp), as JSON text.
         if (!environment.empty()) kcert::store::set_front_end(nlohmann::json::parse(environment));
         std::vector<PythonVariant> pending;
@@ -133,11 +222,28 @@ PYBIND11_MODULE(_C, m) {
           for (const auto& [k, v] : t[5].cast<py::dict>()) pv.params.push_back(param_of(k.cast<std::string>(), v));
           pending.push_back(std::move(pv));
         }
+        std::vector<PythonFamily> pending_families;
+        for (const auto& item : families) {
+          const auto t = item.cast<py::tuple>();
+          PythonFamily pf{t[0].cast<std::string>(), t[1].cast<std::string>(), t[2].cast<std::string>(), {},
+                          t[4].cast<std::vector<std::string>>(), hold(t[5].cast<py::object>()),
+                          hold(t[6].cast<py::object>()), hold(t[7].cast<py::object>())};
+          for (const auto& [k, v] : t[3].cast<py::dict>()) pf.probe_params.push_back(param_of(k.cast<std::string>(), v));
+          pending_families.push_back(std::move(pf));
+        }
         kcert::cli::FrontEnd front_end;
         front_end.worker = std::move(worker);
         front_end.default_isolation_process = "spawn";
         front_end.python = front_end.worker;
-        front_end.extend = [&pending](kcert::kernels::Registry& registry) {
+        front_end.extend = [&pending, &pending_families](kcert::kernels::Registry& registry) {
+          // Families first: a file's variants may belong to its own family.
+          for (const auto& pf : pending_families) {
+            try {
+              registry.add_family(family_of(pf));
+            } catch (const std::invalid_argument& e) {  // "family 'x' is already registered"
+              throw std::invalid_argument(pf.origin + ": " + e.what());
+            }
+          }
           for (const auto& pv : pending) {
             kcert::kernels::Variant v{{pv.name, pv.version, pv.description, pv.params}, kernel_of(pv), {}, pv.unavailable};
             v.schema.exact = pv.exact;
@@ -159,5 +265,6 @@ PYBIND11_MODULE(_C, m) {
         return kcert::cli::run_command_line(static_cast<int>(args.size()), argv.data(), front_end);
       },
       py::arg("argv"), py::arg("worker"), py::arg("variants"), py::arg("environment") = std::string(),
+      py::arg("families") = py::list(),
       "Runs kcert's command line (argv[0] is the program name) with the given Python variants; returns the exit status.");
 }
