@@ -309,6 +309,17 @@ void describe_python_file(const std::string& path, const PythonRoute& route, ker
       f.bucket_ids = [what](const std::string&, const kernels::ProbeContract&, at::IntArrayRef) -> torch::Tensor {
         throw std::logic_error(what);
       };
+      for (const auto& gd : fd.value("gradients", nlohmann::json::array())) {
+        kernels::Family::Gradient g;
+        g.schema = {gd.at("name").get<std::string>(), gd.at("input").get<std::string>(),
+                    gd.at("bucket_axes").get<std::vector<std::string>>(), gd.at("reduces").get<std::string>(),
+                    gd.at("description").get<std::string>()};
+        g.bucket_ids = f.bucket_ids;
+        g.reduction_size = [reduction = gd.at("reduction").get<std::string>()](const kernels::ProbeContract& probe) -> std::int64_t {
+          return reduction.empty() ? 0 : probe.params.integer(reduction);
+        };
+        f.gradients.push_back(std::move(g));
+      }
       stand_in_families.push_back(std::move(f));
     }
     std::set<std::pair<std::string, std::string>> names;

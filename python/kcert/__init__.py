@@ -50,7 +50,7 @@ _MODULES_AT_IMPORT = set(sys.modules)
 
 _variants = []  # (family, name, version, description, origin, params, fn, unavailable, exact), in registration order
 _files = []  # the --python files imported, in order, for the spawned workers
-_families = []  # (name, description, origin, probe params, axes, fixed, replicate, buckets), in registration order
+_families = []  # (name, description, origin, probe params, axes, fixed, replicate, buckets, gradients), in order
 
 
 def _sha256(path):
@@ -212,10 +212,10 @@ def variant(family, name, *, params=None, description=None, version=None, unavai
     return register
 
 
-def family(name, *, replicate, buckets, fixed=None, probe=None, description=None):
+def family(name, *, replicate, buckets, fixed=None, probe=None, description=None, gradients=None):
     """Registers an operator family defined in Python: its inputs, probe parameters and bucket
     axes; its variants are then ``@kcert.variant(name, ...)`` functions (one of them the
-    reference) and its cases name it as ``family: NAME``. Forward only (no backward yet).
+    reference) and its cases name it as ``family: NAME``. With ``gradients``, its backward too.
 
     replicate: ``fn(probe, fixed, seed) -> dict[str, Tensor]``, one replicate's inputs without
     the batch dimension, drawn from ``seed`` alone (``torch.Generator().manual_seed(seed)``:
@@ -229,6 +229,14 @@ def family(name, *, replicate, buckets, fixed=None, probe=None, description=None
     (``shape``: one replicate's output shape) for each bucket axis; the first is the default.
     probe: the family's probe parameters and their defaults (``{"shape.tokens": 64}``; as
     variant params, a default's type is the parameter's type).
+    gradients: what its backward certifies (``direction: backward``), by gradient name:
+    ``{"dx": {"input": "x", "buckets": {"channel": fn(probe, shape)}}, "dw": {"input": "w",
+    "buckets": {"element": fn}, "reduction": "shape.tokens"}}``. ``input`` names the input it
+    differentiates; ``buckets`` bucket one replicate's gradient as above; ``reduction`` (for a
+    weight's gradient) names the integer probe parameter that counts what it sums over (the N
+    of the method's claim), ``reduces`` says it in words (default: the parameter's last part);
+    ``description`` is optional. The variants' backward is autograd's through their forward
+    (or a ``torch.autograd.Function``'s own).
     """
     what = f"kcert.family({name!r})"
     if not callable(replicate):
@@ -240,11 +248,29 @@ def family(name, *, replicate, buckets, fixed=None, probe=None, description=None
         raise TypeError(f"{what}: buckets must map at least one axis name to a callable fn(probe, shape)")
     if any(f[0] == name for f in _families):
         raise ValueError(f"{what}: a family of that name is already defined")
+    probe = dict(probe or {})
+    grads = []
+    for gname, g in (gradients or {}).items():
+        where = f"{what}: gradients[{gname!r}]"
+        if not isinstance(g, dict) or not isinstance(g.get("input"), str):
+            raise TypeError(f"{where} must be a dict with 'input' (the input it differentiates) and 'buckets'")
+        unknown = set(g) - {"input", "buckets", "reduction", "reduces", "description"}
+        if unknown:
+            raise TypeError(f"{where}: unknown key(s) {sorted(unknown)}")
+        gb = g.get("buckets")
+        if not isinstance(gb, dict) or not gb or not all(isinstance(k, str) and k and callable(v) for k, v in gb.items()):
+            raise TypeError(f"{where}: buckets must map at least one axis name to a callable fn(probe, shape)")
+        reduction = g.get("reduction") or ""
+        if reduction and not isinstance(probe.get(reduction), int):
+            raise ValueError(f"{where}: reduction {reduction!r} must name an integer probe parameter of the family")
+        reduces = g.get("reduces") or (reduction.split(".")[-1] if reduction else "")
+        grads.append((gname, g["input"], list(gb), reduces, g.get("description") or f"gradient of {g['input']}",
+                      dict(gb), reduction))
     source = inspect.getsourcefile(inspect.unwrap(replicate)) or "<unknown>"
     if description is None:
         description = f"Python family {name} ({os.path.basename(source)})"
-    _families.append((name, description, f"python:{source}", dict(probe or {}), list(buckets), fixed, replicate,
-                      dict(buckets)))
+    _families.append((name, description, f"python:{source}", probe, list(buckets), fixed, replicate,
+                      dict(buckets), grads))
 
 
 def _check_trusted(path):
@@ -329,8 +355,10 @@ def _describe(out_fd):
     for family, name, version, description, origin, params, _fn, unavailable, exact in _variants:
         variants.append({"family": family, "name": name, "version": version, "description": description,
                          "origin": origin, "params": params, "unavailable": unavailable, "exact": exact})
-    families = [{"name": name, "description": description, "origin": origin, "probe_params": probe, "bucket_axes": axes}
-                for name, description, origin, probe, axes, _fixed, _replicate, _buckets in _families]
+    families = [{"name": name, "description": description, "origin": origin, "probe_params": probe, "bucket_axes": axes,
+                 "gradients": [{"name": g[0], "input": g[1], "bucket_axes": g[2], "reduces": g[3], "description": g[4],
+                                "reduction": g[6]} for g in grads]}
+                for name, description, origin, probe, axes, _fixed, _replicate, _buckets, grads in _families]
     with os.fdopen(out_fd, "w") as out:
         json.dump({"variants": variants, "families": families, "files": list(_files)}, out)
         out.write("\n")

@@ -100,6 +100,14 @@ struct PythonFamily {
   std::shared_ptr<py::object> fixed;      // None: no fixed inputs
   std::shared_ptr<py::object> replicate;  // fn(probe, fixed, seed) -> dict[str, Tensor]
   std::shared_ptr<py::object> buckets;    // dict: axis -> fn(probe, shape) -> int64 Tensor
+  // Its gradients (kcert.family(gradients=...)): schema, the bucket functions of each, and the
+  // probe parameter that counts what a weight's gradient sums over ("" for an input's).
+  struct Gradient {
+    kcert::kernels::GradientSchema schema;
+    std::shared_ptr<py::object> buckets;
+    std::string reduction;
+  };
+  std::vector<Gradient> gradients;
 };
 
 // The probe as the family's callables see it: kcert.Probe-like attributes.
@@ -139,6 +147,9 @@ auto with_gil(const std::string& what, F&& call) {
   }
 }
 
+torch::Tensor python_buckets(const std::shared_ptr<py::object>& buckets, const std::string& family, const std::string& axis,
+                             const kcert::kernels::ProbeContract& probe, at::IntArrayRef shape);
+
 kcert::kernels::Family family_of(const PythonFamily& pf) {
   kcert::kernels::Family f;
   f.name = pf.name;
@@ -161,21 +172,36 @@ kcert::kernels::Family family_of(const PythonFamily& pf) {
     });
   };
   f.bucket_ids = [buckets = pf.buckets, family](const std::string& axis, const kcert::kernels::ProbeContract& probe,
-                                                at::IntArrayRef shape) {
-    return with_gil(family + ": buckets[" + axis + "]", [&] {
-      py::tuple dims(shape.size());
-      for (std::size_t i = 0; i < shape.size(); ++i) dims[i] = py::int_(shape[i]);
-      py::object ids = (*buckets)[py::str(axis)](python_probe(probe), dims);
-      if (!THPVariable_Check(ids.ptr())) throw std::runtime_error(family + ": buckets[" + axis + "] did not return a torch.Tensor");
-      auto t = ids.cast<torch::Tensor>();
-      if (t.sizes() != shape) {
-        throw std::runtime_error(family + ": buckets[" + axis + "] returned shape " + c10::str(t.sizes()) +
-                                 " for outputs of shape " + c10::str(shape) + " (one bucket id per output element)");
-      }
-      return t.to(torch::kLong).contiguous();
-    });
-  };
+                                                at::IntArrayRef shape) { return python_buckets(buckets, family, axis, probe, shape); };
+  for (const auto& g : pf.gradients) {
+    kcert::kernels::Family::Gradient fg;
+    fg.schema = g.schema;
+    const std::string what = family + " gradient " + g.schema.name;
+    fg.bucket_ids = [buckets = g.buckets, what](const std::string& axis, const kcert::kernels::ProbeContract& probe,
+                                                at::IntArrayRef shape) { return python_buckets(buckets, what, axis, probe, shape); };
+    fg.reduction_size = [reduction = g.reduction](const kcert::kernels::ProbeContract& probe) -> std::int64_t {
+      return reduction.empty() ? 0 : probe.params.integer(reduction);
+    };
+    f.gradients.push_back(std::move(fg));
+  }
   return f;
+}
+
+// The bucket of every element of `shape` on `axis`, from a dict of Python bucket functions.
+torch::Tensor python_buckets(const std::shared_ptr<py::object>& buckets, const std::string& family, const std::string& axis,
+                             const kcert::kernels::ProbeContract& probe, at::IntArrayRef shape) {
+  return with_gil(family + ": buckets[" + axis + "]", [&] {
+    py::tuple dims(shape.size());
+    for (std::size_t i = 0; i < shape.size(); ++i) dims[i] = py::int_(shape[i]);
+    py::object ids = (*buckets)[py::str(axis)](python_probe(probe), dims);
+    if (!THPVariable_Check(ids.ptr())) throw std::runtime_error(family + ": buckets[" + axis + "] did not return a torch.Tensor");
+    auto t = ids.cast<torch::Tensor>();
+    if (t.sizes() != shape) {
+      throw std::runtime_error(family + ": buckets[" + axis + "] returned shape " + c10::str(t.sizes()) +
+                               " for a tensor of shape " + c10::str(shape) + " (one bucket id per element)");
+    }
+    return t.to(torch::kLong).contiguous();
+  });
 }
 
 }  // namespace
@@ -229,6 +255,16 @@ PYBIND11_MODULE(_C, m) {
                           t[4].cast<std::vector<std::string>>(), hold(t[5].cast<py::object>()),
                           hold(t[6].cast<py::object>()), hold(t[7].cast<py::object>())};
           for (const auto& [k, v] : t[3].cast<py::dict>()) pf.probe_params.push_back(param_of(k.cast<std::string>(), v));
+          // (name, input, axes, reduces, description, buckets dict, reduction param)
+          if (t.size() > 8) {
+            for (const auto& g : t[8].cast<py::list>()) {
+              const auto gt = g.cast<py::tuple>();
+              pf.gradients.push_back({{gt[0].cast<std::string>(), gt[1].cast<std::string>(), gt[2].cast<std::vector<std::string>>(),
+                                       gt[3].cast<std::string>(), gt[4].cast<std::string>()},
+                                      hold(gt[5].cast<py::object>()),
+                                      gt[6].cast<std::string>()});
+            }
+          }
           pending_families.push_back(std::move(pf));
         }
         kcert::cli::FrontEnd front_end;

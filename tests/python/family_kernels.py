@@ -1,7 +1,8 @@
 """A whole operator family defined in Python (kcert.family, issue 33): a Gemma-style RMSNorm
 whose inputs, weights and channel buckets are drawn here, with three variants: the reference,
 a correct rewrite (another fp32 product order) and the defective twin that forms 1 + w in W
-(transformers#29402, N1's mechanism). tests/python/test_python_family.py runs them."""
+(transformers#29402, N1's mechanism), and gradients dx and dw for its backward (autograd of
+each variant's forward). tests/python/test_python_family.py runs them."""
 import torch
 
 import kcert
@@ -30,9 +31,16 @@ def _row(probe, shape):
     return torch.arange(shape[0]).unsqueeze(-1).expand(*shape)
 
 
+def _element(probe, shape):
+    return torch.arange(shape[-1]).expand(*shape)
+
+
 kcert.family("py_gemma_norm", replicate=_replicate, fixed=_fixed, buckets={"channel": _channel, "row": _row},
              probe={"shape.tokens": 64, "shape.hidden": 128, "weights.spread": 0.5},
-             description="Gemma RMSNorm defined in Python: x [tokens, hidden], weight w [hidden], gain 1 + w")
+             description="Gemma RMSNorm defined in Python: x [tokens, hidden], weight w [hidden], gain 1 + w",
+             gradients={"dx": {"input": "x", "buckets": {"channel": _channel, "row": _row}},
+                        "dw": {"input": "w", "buckets": {"element": _element}, "reduction": "shape.tokens",
+                               "description": "gradient of the weight, a sum over the replicate's tokens"}})
 
 
 def _normalized(u, eps):

@@ -112,3 +112,48 @@ def test_a_family_whose_buckets_do_not_fit_its_output_is_the_case_error(tmp_path
                         "--quiet", "--brief"], capture_output=True, text=True)
     assert p.returncode == 2, p.stdout + p.stderr
     assert "buckets[channel] returned shape" in p.stdout + p.stderr, p.stdout + p.stderr
+
+
+BACKWARD = """schema: 1
+id: py_family_{production}_backward
+kind: {kind}
+family: py_gemma_norm
+direction: backward
+mechanism: the Gemma gain formed in W scales dx per channel; the +1 cancels in dw (BN5's mechanism)
+references: [https://github.com/linkedin/Liger-Kernel/pull/1462]
+reference: {{variant: reference}}
+production: {{variant: {production}}}
+probe:
+  dtype: bf16
+  seed: 1462
+  shift: 0.5
+  shape: {{tokens: 64, hidden: 128}}
+backward:
+  dy: {{kind: shifted, shift: 0.5, scale: 1.0}}
+  gradients: [dx, dw]
+gates: {{replicates: 64}}
+expected: {{algebra: PASS, bias: {bias}}}
+"""
+
+
+def test_a_python_family_certifies_its_backward_gradient_by_gradient(tmp_path):
+    # BN5's mechanism on the Python family: the gain formed in W scales dx per channel (bias
+    # FAIL on dx), while dw = sum dy * x_hat does not see it.
+    case = tmp_path / "bn.yaml"
+    case.write_text(BACKWARD.format(production="gain_in_w", kind="negative", bias="FAIL"))
+    out = tmp_path / "bn.json"
+    p = run(PYTHON, case, out, "--isolation", "none")
+    assert p.returncode == 1, p.stdout + p.stderr
+    r = json.loads(out.read_text())["results"][0]
+    gradients = {g["name"]: g for g in r["backward"]["gradients"]}
+    assert set(gradients) == {"dx", "dw"}, list(gradients)
+    assert gradients["dx"]["bias"] == "FAIL", gradients["dx"]
+    assert gradients["dx"]["bucket_axis"] == "channel"
+    assert gradients["dw"]["bias"] == "PASS", gradients["dw"]
+    assert gradients["dw"]["reduction_size"] == 64  # shape.tokens, the N a weight's gradient sums over
+    # The reordered rewrite's backward passes, and the binary route runs the same case.
+    case.write_text(BACKWARD.format(production="reordered", kind="positive", bias="PASS"))
+    p = run([KCERT, "--python", str(KERNELS)], case, out)
+    assert p.returncode == 0, p.stdout + p.stderr
+    r = json.loads(out.read_text())["results"][0]
+    assert all(g["bias"] == "PASS" for g in r["backward"]["gradients"]), r["backward"]
