@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "harness/cli/exit_codes.hpp"
+#include "harness/contract/dy_law.hpp"
 #include "harness/cli/suggest.hpp"
 #include "harness/store/json.hpp"
 
@@ -87,14 +88,16 @@ void register_list_command(CLI::App& app, const kernels::Registry& registry) {
           const auto& v = f.variants.at(variants[i]["name"].get<std::string>());
           variants[i]["backward"] = v.backward ? "explicit" : "autograd";
         }
+        auto dy_kinds = nlohmann::json::array();
+        if (!f.gradients.empty())
+          for (const auto& law : contract::kDyLaws) dy_kinds.push_back(std::string(law.name));
         doc.push_back({{"family", name}, {"description", f.description}, {"bucket_axes", f.bucket_axes},
                        {"probe_params", params_json(f.probe_params)}, {"variants", variants},
                        {"gradients", gradients},
-                       {"dy_kinds", f.gradients.empty() ? nlohmann::json::array()
-                                                        : nlohmann::json{"shifted", "self_correlated", "zero_mean", "heavy_tailed", "loss_shaped"}}});
+                       {"dy_kinds", dy_kinds}});
         continue;
       }
-      // Names and docs come from plugins too: escaped for the terminal (terminal_text.hpp).
+      // Names and docs come from plugins too: escaped for the terminal (text/escape.hpp).
       const auto& t = text::terminal_safe;
       std::cout << fmt::format("{}: {}\n  bucket axes: ", t(name), t(f.description));
       for (std::size_t i = 0; i < f.bucket_axes.size(); ++i) {
@@ -104,7 +107,10 @@ void register_list_command(CLI::App& app, const kernels::Registry& registry) {
       if (f.gradients.empty()) {
         std::cout << "\n  backward: none yet (direction: forward only)";
       } else {
-        std::cout << "\n  backward: dy kinds shifted (default), self_correlated, zero_mean, heavy_tailed, loss_shaped; gradients:";
+        std::cout << "\n  backward: dy kinds " << contract::to_string(contract::DyLaw::shifted) << " (default)";
+        for (const auto& law : contract::kDyLaws)
+          if (law.law != contract::DyLaw::shifted) std::cout << ", " << law.name;
+        std::cout << "; gradients:";
         for (const auto& g : f.gradients) {
           std::cout << fmt::format("\n    {} (of {}; buckets {}{}): {}", t(g.schema.name), t(g.schema.input),
                                    t(fmt::format("{}", fmt::join(g.schema.bucket_axes, ", "))),

@@ -132,12 +132,12 @@ void print_case_details(std::ostream& out, const engine::CaseResult& r) {
     };
     const auto& bw = tc.backward;
     std::string extra;
-    if (bw.dy_kind == "loss_shaped") extra += ", margin " + num(bw.dy_margin);
+    if (contract::dy_law_info(bw.dy_law).has_margin) extra += ", margin " + num(bw.dy_margin);
     if (bw.dy_zero_rows > 0) extra += fmt::format(", {} zero rows", bw.dy_zero_rows);
     if (bw.dy_huge_row != 1.0) extra += ", last row x" + num(bw.dy_huge_row);
     out << fmt::format("  backward  dy {} (shift {}, scale {}{}); {} gradient(s), the worst decides: algebra by {}, bias by {}, "
                        "variance by {}\n",
-                       bw.dy_kind, num(bw.dy_shift), num(bw.dy_scale), extra, r.gradients.size(), by("algebra"), by("bias"),
+                       contract::to_string(bw.dy_law), num(bw.dy_shift), num(bw.dy_scale), extra, r.gradients.size(), by("algebra"), by("bias"),
                        by("variance"));
     for (const auto& g : r.gradients) {
       out << fmt::format("    {:<6} {:<5} algebra {:<4}  bias {:<4} ({} buckets, max |z| {}, {} ULP)  variance {:<4} (U {})  {}\n",

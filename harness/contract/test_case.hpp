@@ -11,6 +11,7 @@
 #include <string_view>
 #include <vector>
 
+#include "harness/contract/dy_law.hpp"
 #include "harness/kernels/schema.hpp"
 #include "harness/numerics/math_modes.hpp"
 #include "harness/stats/bias.hpp"
@@ -38,7 +39,7 @@ inline std::string_view to_string(Direction d) { return d == Direction::forward 
 // -(1 - p_t), the rest tiny). Stress rows on top of any kind (catalog 4.1): `zero_rows`
 // evenly spaced rows set to 0, and the last row multiplied by `huge_row`.
 struct BackwardProbe {
-  std::string dy_kind = "shifted";
+  DyLaw dy_law = DyLaw::shifted;  // dy_law.hpp: the laws by name
   double dy_shift = 0.5;
   double dy_scale = 1.0;
   double dy_margin = 8.0;         // loss_shaped: the target logit's lead

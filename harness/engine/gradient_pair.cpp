@@ -76,13 +76,13 @@ torch::Tensor draw_dy(kernels::InputStream& stream, const torch::Tensor& y64, co
   const auto last = shape.empty() ? std::int64_t{1} : shape.back();
   const auto rows = y64.numel() / std::max<std::int64_t>(1, last);
   torch::Tensor dy;
-  if (bw.dy_kind == "heavy_tailed") {
+  if (bw.dy_law == contract::DyLaw::heavy_tailed) {
     // Student t with 3 df, z / sqrt(chi²₃ / 3), from four normals per element.
     const auto z = stream.normal(shape, torch::kFloat64);
     auto chi = torch::zeros(shape, torch::kFloat64);
     for (int k = 0; k < 3; ++k) chi = chi + stream.normal(shape, torch::kFloat64).square();
     dy = (z / (chi / 3.0).sqrt()).to(device) * bw.dy_scale + bw.dy_shift;
-  } else if (bw.dy_kind == "loss_shaped") {
+  } else if (bw.dy_law == contract::DyLaw::loss_shaped) {
     // softmax(l) - onehot(t) per row: l ~ N(0, scale²), the target's logit raised by margin.
     auto logits = stream.normal({rows, last}, torch::kFloat64) * bw.dy_scale;
     const auto target = stream.integers(last, {rows});
@@ -91,7 +91,7 @@ torch::Tensor draw_dy(kernels::InputStream& stream, const torch::Tensor& y64, co
     dy = (torch::softmax(logits, 1) - onehot).reshape(shape).to(device);
   } else {
     dy = stream.normal(shape, torch::kFloat64).to(device) * bw.dy_scale + bw.dy_shift;
-    if (bw.dy_kind == "self_correlated") dy = dy + y64;
+    if (bw.dy_law == contract::DyLaw::self_correlated) dy = dy + y64;
   }
   if (bw.dy_zero_rows > 0 || bw.dy_huge_row != 1.0) {
     auto flat = dy.reshape({rows, last}).clone();

@@ -321,9 +321,9 @@ nlohmann::json to_json(const engine::CaseResult& r) {
       if (!g.algebra_applicable) grads.back()["algebra_applicable"] = false;
     }
     const auto& bw = tc.backward;
-    nlohmann::json dy = {{"kind", bw.dy_kind}, {"shift", json_number(bw.dy_shift)}, {"scale", json_number(bw.dy_scale)}};
+    nlohmann::json dy = {{"kind", std::string(contract::to_string(bw.dy_law))}, {"shift", json_number(bw.dy_shift)}, {"scale", json_number(bw.dy_scale)}};
     // Written only where used, so the documents of cases without them keep their bits.
-    if (bw.dy_kind == "loss_shaped") dy["margin"] = json_number(bw.dy_margin);
+    if (contract::dy_law_info(bw.dy_law).has_margin) dy["margin"] = json_number(bw.dy_margin);
     if (bw.dy_zero_rows > 0) dy["zero_rows"] = bw.dy_zero_rows;
     if (bw.dy_huge_row != 1.0) dy["huge_row"] = json_number(bw.dy_huge_row);
     j["backward"] = {{"dy", dy},

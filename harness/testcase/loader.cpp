@@ -521,14 +521,16 @@ void read_direction(const Reader& r, const YAML::Node& doc, const kernels::Famil
   if (const auto dy = b["dy"]) {
     r.check_keys(dy, "backward.dy", {"kind", "shift", "scale", "margin", "zero_rows", "huge_row"});
     if (dy["kind"]) {
-      tc.backward.dy_kind = r.string(dy["kind"], "backward.dy.kind");
-      const auto& k = tc.backward.dy_kind;
-      if (k != "shifted" && k != "self_correlated" && k != "zero_mean" && k != "heavy_tailed" && k != "loss_shaped")
+      const auto k = r.string(dy["kind"], "backward.dy.kind");
+      const auto law = contract::parse_dy_law(k);
+      if (!law)
         r.fail(dy["kind"], "backward.dy.kind",
-               "expected shifted, self_correlated, zero_mean, heavy_tailed or loss_shaped, got '" + k + "' (dy = ones is not offered: it hides per-row scaling defects)");
+               "expected " + contract::dy_law_names() + ", got '" + k + "' (dy = ones is not offered: it hides per-row scaling defects)");
+      tc.backward.dy_law = *law;
     }
     if (dy["margin"]) {
-      if (tc.backward.dy_kind != "loss_shaped") r.fail(dy["margin"], "backward.dy.margin", "only the loss_shaped kind has a margin");
+      if (!contract::dy_law_info(tc.backward.dy_law).has_margin)
+        r.fail(dy["margin"], "backward.dy.margin", "only the loss_shaped kind has a margin");
       tc.backward.dy_margin = r.number(dy["margin"], "backward.dy.margin");
       if (std::abs(tc.backward.dy_margin) > 1e3) r.fail(dy["margin"], "backward.dy.margin", "expected |margin| <= 1000");
     }
@@ -541,12 +543,13 @@ void read_direction(const Reader& r, const YAML::Node& doc, const kernels::Famil
       if (tc.backward.dy_huge_row > 65536.0) r.fail(dy["huge_row"], "backward.dy.huge_row", "expected a factor <= 65536 (2^16)");
     }
     if (dy["shift"]) {
-      if (tc.backward.dy_kind != "shifted" && tc.backward.dy_kind != "heavy_tailed")
+      if (!contract::dy_law_info(tc.backward.dy_law).has_shift)
         r.fail(dy["shift"], "backward.dy.shift", "only the shifted and heavy_tailed kinds have a shift");
       tc.backward.dy_shift = r.number(dy["shift"], "backward.dy.shift");
       if (std::abs(tc.backward.dy_shift) > 1e6) r.fail(dy["shift"], "backward.dy.shift", "expected |shift| <= 1e6");
     }
-    if (tc.backward.dy_kind == "zero_mean" || tc.backward.dy_kind == "loss_shaped") tc.backward.dy_shift = 0.0;
+    if (tc.backward.dy_law == contract::DyLaw::zero_mean || tc.backward.dy_law == contract::DyLaw::loss_shaped)
+      tc.backward.dy_shift = 0.0;
     if (dy["scale"]) {
       tc.backward.dy_scale = r.positive_number(dy["scale"], "backward.dy.scale");
       if (tc.backward.dy_scale > 1e6) r.fail(dy["scale"], "backward.dy.scale", "expected a scale <= 1e6");

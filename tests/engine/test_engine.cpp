@@ -410,7 +410,7 @@ TEST_CASE("the dy probe's kinds and stress rows", "[engine][backward]") {
     return kcert::engine::draw_dy(s, y, p);
   };
   SECTION("loss_shaped: each row a cross-entropy gradient, summing to 0 with one confident target") {
-    p.dy_kind = "loss_shaped";
+    p.dy_law = kcert::contract::DyLaw::loss_shaped;
     p.dy_margin = 8.0;
     const auto dy = draw(3);
     CHECK(dy.sizes() == y.sizes());
@@ -423,7 +423,7 @@ TEST_CASE("the dy probe's kinds and stress rows", "[engine][backward]") {
     CHECK(target > -0.1);
   }
   SECTION("heavy_tailed: Student t with 3 df, far heavier tails than the Gaussian") {
-    p.dy_kind = "heavy_tailed";
+    p.dy_law = kcert::contract::DyLaw::heavy_tailed;
     p.dy_shift = 0.0;
     const auto dy = draw(4);
     const auto big = (dy.abs() > 6.0).sum().item<double>() / static_cast<double>(dy.numel());
@@ -431,7 +431,7 @@ TEST_CASE("the dy probe's kinds and stress rows", "[engine][backward]") {
     CHECK(big < 3e-2);
   }
   SECTION("stress rows: evenly spaced zero rows and one huge last row, on any kind") {
-    p.dy_kind = "zero_mean";
+    p.dy_law = kcert::contract::DyLaw::zero_mean;
     p.dy_shift = 0.0;
     p.dy_zero_rows = 4;
     p.dy_huge_row = 256.0;
@@ -446,7 +446,7 @@ TEST_CASE("the dy probe's kinds and stress rows", "[engine][backward]") {
     CHECK(torch::allclose(dy[63], plain[63] * 256.0));
   }
   SECTION("the same seed gives the same bits") {
-    p.dy_kind = "heavy_tailed";
+    p.dy_law = kcert::contract::DyLaw::heavy_tailed;
     CHECK(torch::equal(draw(9), draw(9)));
   }
 }

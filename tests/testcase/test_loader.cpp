@@ -353,15 +353,22 @@ TEST_CASE("direction: backward reads the dy probe, the gradients and their bucke
   CHECK(forward.direction == kcert::contract::Direction::forward);
   const auto defaults = parse(with("direction: backward"));
   CHECK(defaults.direction == kcert::contract::Direction::backward);
-  CHECK(defaults.backward.dy_kind == "shifted");
+  CHECK(defaults.backward.dy_law == kcert::contract::DyLaw::shifted);
   CHECK(defaults.backward.dy_shift == 0.5);
   CHECK(defaults.backward.gradients.empty());  // every one the family declares
   const auto full = parse(with("direction: backward\nbackward:\n  dy: {kind: self_correlated, scale: 2.0}\n"
                                "  gradients: [dw, dx]\n  buckets: {dx: row}"));
-  CHECK(full.backward.dy_kind == "self_correlated");
+  CHECK(full.backward.dy_law == kcert::contract::DyLaw::self_correlated);
   CHECK(full.backward.dy_scale == 2.0);
   CHECK(full.backward.gradients == std::vector<std::string>{"dw", "dx"});
   CHECK(full.backward.buckets.at("dx") == "row");
+  // Every law of the table (contract/dy_law.hpp) is a kind a case may name, and reads back as itself.
+  for (const auto& law : kcert::contract::kDyLaws) {
+    INFO(law.name);
+    const auto c = parse(with("direction: backward\nbackward: {dy: {kind: " + std::string(law.name) + "}}"));
+    CHECK(c.backward.dy_law == law.law);
+    CHECK(kcert::contract::to_string(c.backward.dy_law) == law.name);
+  }
   const auto zero = parse(with("direction: backward\nbackward: {dy: {kind: zero_mean}}"));
   CHECK(zero.backward.dy_shift == 0.0);
 }
