@@ -83,12 +83,31 @@ def read_includes(root, path):
     return found
 
 
-def project_header(root, target):
-    """The repository path a quoted include names, if it is a project file."""
-    for candidate in (target, os.path.join("include", target)):
-        if os.path.isfile(os.path.join(root, candidate)):
-            return os.path.normpath(candidate)
+def project_header(root, target, including=None, kind='"'):
+    """The repository path an include names, if it is a project file: for a quoted include,
+    first beside the including file (as the compiler looks), then on the include path every
+    target has (the repository root, include/); an angle-bracket include only on that path."""
+    candidates = []
+    if kind == '"' and including:
+        candidates.append(os.path.join(os.path.dirname(including), target))
+    candidates += [target, os.path.join("include", target)]
+    for candidate in candidates:
+        path = os.path.normpath(candidate)
+        if not path.startswith("..") and os.path.isfile(os.path.join(root, path)):
+            return path
     return None
+
+
+def unlisted_folders(root):
+    """Folders under harness/ with sources that LAYERS does not place: the check cannot judge
+    their includes, so a new folder must be given its layer."""
+    out = []
+    top = os.path.join(root, "harness")
+    for name in sorted(os.listdir(top)):
+        folder = f"harness/{name}"
+        if os.path.isdir(os.path.join(top, name)) and folder_of(folder) is None:
+            out.append(folder)
+    return out
 
 
 def sources(root):
@@ -102,28 +121,31 @@ def sources(root):
 
 
 def reaches_torch(root, header, cache, stack=()):
-    """The chain of headers from `header` to a LibTorch include, or None."""
+    """The chain of headers from `header` to a LibTorch include, or None. A header met again
+    on the current chain (an include cycle) is not memoised as free: its answer is known only
+    when the header that started the cycle is done."""
     if header in cache:
         return cache[header]
     if header in stack:
         return None
-    cache[header] = None
     for _, kind, target in read_includes(root, header):
         if TORCH_HEADER.match(target):
             cache[header] = [header, f"<{target}>"]
             return cache[header]
-        if kind == '"':
-            dep = project_header(root, target)
-            if dep:
-                chain = reaches_torch(root, dep, cache, stack + (header,))
-                if chain:
-                    cache[header] = [header] + chain
-                    return cache[header]
+        dep = project_header(root, target, header, kind)
+        if dep:
+            chain = reaches_torch(root, dep, cache, stack + (header,))
+            if chain:
+                cache[header] = [header] + chain
+                return cache[header]
+    if not stack:
+        cache[header] = None  # only a chain's first header is known to be free
     return None
 
 
 def check(root):
-    findings = []
+    findings = [f"{folder}: layer: a folder of sources that tools/check-layers.py gives no layer (add it to LAYERS)"
+                for folder in unlisted_folders(root)]
     torch_cache = {}
     for path in sources(root):
         folder = folder_of(path)
@@ -134,13 +156,17 @@ def check(root):
                 findings.append(f"{where}: python: includes <{target}> outside python/")
             if torch_free and TORCH_HEADER.match(target):
                 findings.append(f"{where}: torch-free: {folder} includes <{target}>")
-            if kind != '"':
-                continue
-            dep = project_header(root, target)
+            dep = project_header(root, target, path, kind)
             if dep is None:
                 continue
             dep_folder = folder_of(dep)
             if dep_folder is None:
+                if dep.startswith("harness/"):
+                    findings.append(f"{where}: layer: {dep} lies in a folder docs/architecture.md gives no layer")
+                if torch_free:
+                    chain = reaches_torch(root, dep, torch_cache)
+                    if chain:
+                        findings.append(f"{where}: torch-free: {folder} reaches LibTorch through " + " -> ".join(chain))
                 continue
             dep_layer, dep_torch_free = LAYERS[dep_folder]
             if dep_layer > layer:

@@ -126,28 +126,31 @@ int report(const runner::NightlyRun& d, const ReportExtras& extras, const std::s
     std::ostringstream md;
     md << "# kcert nightly " << d.run_id << "\n\n";
     md << "- profile: " << (d.profile.empty() ? "contract shapes" : d.profile) << "\n";
-    md << "- shards: " << d.shard_count << "; results read from the " << d.source << "\n";
+    // Texts that come from results, the database, plugins or paths pass through markdown_cell:
+    // a line ending or raw HTML in one must not make lines or live markup in summary.md.
+    const auto& md_text = text::markdown_cell;
+    md << "- shards: " << d.shard_count << "; results read from the " << md_text(d.source) << "\n";
     md << "- environment(s): ";
     for (std::size_t i = 0; i < d.environments.size(); ++i) md << (i ? ", " : "") << "`" << d.environments[i] << "`";
     // In words when it is this machine's (a hash alone tells a reader nothing).
-    if (!extras.environment_words.empty()) md << ": " << extras.environment_words;
+    if (!extras.environment_words.empty()) md << ": " << md_text(extras.environment_words);
     md << "\n- calibrations used: ";
     if (d.calibrations.empty()) md << "none (default thresholds)";
-    for (std::size_t i = 0; i < d.calibrations.size(); ++i) md << (i ? ", " : "") << d.calibrations[i];
+    for (std::size_t i = 0; i < d.calibrations.size(); ++i) md << (i ? ", " : "") << md_text(d.calibrations[i]);
     md << "\n- status: " << (code == exit_ok ? "every control behaved as expected" : "ATTENTION") << " (exit " << code << ")\n";
-    for (const auto& r : reasons) md << "  - " << r << "\n";
+    for (const auto& r : reasons) md << "  - " << md_text(r) << "\n";
     md << "\n## Falsifiability\n\n";
     markdown_falsifiability(md, table);
     md << "\n## Controls\n\n";
     markdown_controls(md, outcomes);
     md << "\n## Since the last run\n\n" << d.previous_note << "\n\n";
-    for (const auto& b : d.baselines) md << "- against " << b << "\n";
+    for (const auto& b : d.baselines) md << "- against " << md_text(b) << "\n";
     if (!d.baselines.empty()) md << "\n";
-    for (const auto& c : changes) md << "- `" << c.id << "`: " << c.what << "\n";
+    for (const auto& c : changes) md << "- `" << md_text(c.id) << "`: " << md_text(c.what) << "\n";
     if (changes.empty() && !d.baselines.empty()) md << "No changes.\n";
     if (!table.unexpected.empty()) {
       md << "\n## Differences from the YAML expectations\n\n";
-      for (const auto& u : table.unexpected) md << "- " << u << "\n";
+      for (const auto& u : table.unexpected) md << "- " << md_text(u) << "\n";
     }
     store::write_text_file((dir / "summary.md").string(), md.str());
   }
@@ -326,7 +329,7 @@ int run_nightly(const NightlyOptions& o, kernels::Registry& registry, const runn
   runner::RunStorage storage(storage_options(o, shard));
   const auto results = run_and_store(o, cases, load_errors, storage, registry, policy);
   const auto& run_id = storage.run().run_id;
-  const auto seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  const auto seconds_so_far = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count(); };
   if (db && storage.database_ok()) {
     const auto summary = db->run_summary(run_id);
     if (summary && static_cast<int>(summary->shards_finished.size()) < summary->shard_count) {
@@ -338,13 +341,13 @@ int run_nightly(const NightlyOptions& o, kernels::Registry& registry, const runn
       return error ? exit_input_error : exit_ok;
     }
     auto run = read_run(*db, run_id);
-    if (shard.count == 1) run.seconds = seconds;
+    if (shard.count == 1) run.seconds = seconds_so_far();
     const bool here = run.environments.size() == 1 && run.environments.front() == env.fingerprint;
     return report(run, {o.junit, here ? store::describe_environment(env) : std::string()}, report_folder(o, run_id), o.quiet);
   }
   // No database: this process's own results, nothing to compare with.
   auto run = runner::run_from_results(results, storage.run(), storage.spool_path(), env);
-  if (shard.count == 1) run.seconds = seconds;
+  if (shard.count == 1) run.seconds = seconds_so_far();
   const int code = report(run, {o.junit, store::describe_environment(env)}, report_folder(o, run_id), o.quiet);
   if (code != exit_ok || o.no_db) return code;
   // A nightly that stored nothing and compared nothing must not look like a good night.

@@ -3,6 +3,8 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <charconv>
+#include <limits>
 #include <regex>
 #include <set>
 #include <utility>
@@ -18,9 +20,17 @@ Shard parse_shard(const std::string& text) {
   static const std::regex form(R"(^([0-9]+)/([0-9]+)$)");
   std::smatch m;
   if (!std::regex_match(text, m, form)) throw UsageError("--shard: expected K/N (e.g. 2/4), got '" + text + "'");
-  // Digits only, but perhaps more of them than an int holds.
-  if (m[1].length() > 6 || m[2].length() > 6) throw UsageError("--shard: expected 1 <= K <= N, got '" + text + "'");
-  const int k = std::stoi(m[1]), n = std::stoi(m[2]);
+  // Digits only, leading zeros allowed; more than an int holds is out of range, not a crash.
+  const auto number = [&](const std::ssub_match& digits) {
+    int v = 0;
+    const char* begin = text.data() + (digits.first - text.begin());
+    const char* stop = begin + digits.length();
+    const auto [end, ec] = std::from_chars(begin, stop, v);
+    if (ec != std::errc() || end != stop)
+      throw UsageError("--shard: K and N must be at most " + std::to_string(std::numeric_limits<int>::max()) + ", got '" + text + "'");
+    return v;
+  };
+  const int k = number(m[1]), n = number(m[2]);
   if (n < 1 || k < 1 || k > n) throw UsageError("--shard: expected 1 <= K <= N, got '" + text + "'");
   return {k - 1, n};
 }

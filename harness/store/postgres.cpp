@@ -554,7 +554,7 @@ namespace {
 template <typename Element>
 std::vector<Element> one_dimensional_array(const pqxx::field& field, Element (*element)(const std::string&)) {
   std::vector<Element> out;
-  auto parser = field.as_array();
+  auto parser = pq::array_parser_of(field);
   for (auto [juncture, value] = parser.get_next(); juncture != pqxx::array_parser::juncture::done;
        std::tie(juncture, value) = parser.get_next()) {
     if (juncture == pqxx::array_parser::juncture::string_value) out.push_back(element(value));

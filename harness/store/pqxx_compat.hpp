@@ -1,8 +1,8 @@
 #pragma once
-// libpqxx 6.4 (Debian 12) and 7.10 (Debian 13) spell parameterized queries differently:
+// libpqxx 6.4 (Debian 12) and 7.10 (Debian 13) spell some things differently. Parameterized queries:
 // 7.10 deprecates exec_params / exec_params1 / exec0 / exec1 in favour of
 // exec(sql, pqxx::params{...}) and the result's one_row() / no_rows(), which 6.4 lacks.
-// These four functions are the one place that knows; the store calls them everywhere.
+// These functions are the one place that knows; the store calls them everywhere.
 #include <pqxx/pqxx>
 
 #include <string>
@@ -51,6 +51,20 @@ inline pqxx::row exec1(pqxx::transaction_base& w, const std::string& sql) {
   return w.exec(sql).one_row();
 #else
   return w.exec1(sql);
+#endif
+}
+
+// A field's PostgreSQL array text, parsed. 7.10 deprecates field::as_array() in favour of
+// as_sql_array<T>(), which 6.4 lacks; the parser it returns is the same on both, so the
+// deprecation is silenced here, the one place that knows.
+inline pqxx::array_parser array_parser_of(const pqxx::field& field) {
+#if defined(__GNUC__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+#endif
+  return field.as_array();
+#if defined(__GNUC__)
+#pragma GCC diagnostic pop
 #endif
 }
 

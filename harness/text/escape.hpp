@@ -90,16 +90,21 @@ inline std::string xml_escape(std::string_view s) {
   return out;
 }
 
-// For a cell of a Markdown table: `|` would end the cell and a newline the row, and Markdown
-// passes raw HTML through (a `<script>` or `<img onerror>` would be live on a rendered page),
-// so `&`, `<` and `>` become entities.
+// For a cell of a Markdown table (or a list item): `|` would end the cell and a line ending
+// the row (LF, and a bare CR, which CommonMark also reads as one), and Markdown passes raw HTML
+// through (a `<script>` or `<img onerror>` would be live on a rendered page), so `&`, `<` and
+// `>` become entities. Other control characters become a space too; a tab stays.
 inline std::string markdown_cell(std::string_view s) {
   std::string out;
   out.reserve(s.size());
   for (char c : s) {
+    const auto u = static_cast<unsigned char>(c);
+    if ((u < 0x20 && c != '\t') || u == 0x7F) {
+      out += ' ';
+      continue;
+    }
     switch (c) {
       case '|': out += "\\|"; break;
-      case '\n': out += " "; break;
       case '&': out += "&amp;"; break;
       case '<': out += "&lt;"; break;
       case '>': out += "&gt;"; break;

@@ -261,7 +261,8 @@ def family(name, *, replicate, buckets, fixed=None, probe=None, description=None
         if not isinstance(gb, dict) or not gb or not all(isinstance(k, str) and k and callable(v) for k, v in gb.items()):
             raise TypeError(f"{where}: buckets must map at least one axis name to a callable fn(probe, shape)")
         reduction = g.get("reduction") or ""
-        if reduction and not isinstance(probe.get(reduction), int):
+        default = probe.get(reduction)
+        if reduction and (not isinstance(default, int) or isinstance(default, bool)):
             raise ValueError(f"{where}: reduction {reduction!r} must name an integer probe parameter of the family")
         reduces = g.get("reduces") or (reduction.split(".")[-1] if reduction else "")
         grads.append((gname, g["input"], list(gb), reduces, g.get("description") or f"gradient of {g['input']}",

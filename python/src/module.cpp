@@ -130,6 +130,10 @@ KernelInputs inputs_of(const py::object& out, const std::string& what) {
   }
   KernelInputs in;
   for (const auto& [k, v] : out.cast<py::dict>()) {
+    if (!py::isinstance<py::str>(k)) {
+      throw std::runtime_error(what + " returned a dict with the key " + py::repr(k).cast<std::string>() +
+                               ": input names are str");
+    }
     if (!THPVariable_Check(v.ptr())) throw std::runtime_error(what + ": input '" + py::str(k).cast<std::string>() + "' is not a torch.Tensor");
     in.set(k.cast<std::string>(), v.cast<torch::Tensor>());
   }

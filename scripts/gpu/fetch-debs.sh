@@ -21,6 +21,9 @@ packages+=($(depends_matching libpqxx-dev '^libpqxx-[0-9]') $(depends_matching l
            $(depends_matching libboost-math-dev '^libboost-math[0-9.]*-dev$'))
 # libpq links libldap; its package name carries the soname (libldap-2.5-0 on 12, libldap2 on 13).
 packages+=($(depends_matching libpq5 '^libldap'))
+# kcert's SHA-256 is OpenSSL's (libcrypto): libssl-dev for the headers and the link, and the
+# runtime library behind it (libssl3 on 12 and 13, named from apt's data).
+packages+=(libssl-dev $(depends_matching libssl-dev '^libssl[0-9]'))
 echo "fetch-debs: ${packages[*]}"
 apt-get download "${packages[@]}"
 ls -l "$dir"

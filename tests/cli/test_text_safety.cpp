@@ -97,12 +97,13 @@ TEST_CASE("summary.md: a result's texts stay inside their cells", "[cli][hostile
   r.id = "cases/a|b.yaml";
   r.kind = "negative";
   r.family = "rmsnorm";
-  r.error = "line one\n| injected | row |\n<script>alert(1)</script>";
+  r.error = "line one\n| injected | row |\r| another | row |\n<script>alert(1)</script>";
   std::ostringstream md;
   kcert::cli::markdown_controls(md, {r});
   const auto text = md.str();
   // Header, rule and one row: the newline and the pipes of the texts did not make rows or cells.
   CHECK(std::count(text.begin(), text.end(), '\n') == 3);
+  CHECK(text.find('\r') == std::string::npos);  // CommonMark ends a line at a bare CR too
   CHECK_THAT(text, Catch::Contains("| cases/a\\|b.yaml | negative | rmsnorm | ERROR: line one \\| injected \\| row \\| "
-                                   "&lt;script&gt;alert(1)&lt;/script&gt; |"));
+                                   "\\| another \\| row \\| &lt;script&gt;alert(1)&lt;/script&gt; |"));
 }

@@ -157,3 +157,20 @@ def test_a_python_family_certifies_its_backward_gradient_by_gradient(tmp_path):
     assert p.returncode == 0, p.stdout + p.stderr
     r = json.loads(out.read_text())["results"][0]
     assert all(g["bias"] == "PASS" for g in r["backward"]["gradients"]), r["backward"]
+
+
+def test_a_family_declaration_is_checked_before_it_is_registered():
+    import kcert
+    ids = {"a": lambda probe, shape: None}
+    with pytest.raises(TypeError, match="replicate must be callable"):
+        kcert.family("bad_family", replicate=None, buckets=ids)
+    with pytest.raises(TypeError, match="buckets must map at least one axis"):
+        kcert.family("bad_family", replicate=lambda probe, fixed, seed: {}, buckets={})
+    # A flag is not a count: the reduction must name an integer parameter (True is an int to Python).
+    with pytest.raises(ValueError, match="must name an integer probe parameter"):
+        kcert.family("bad_family", replicate=lambda probe, fixed, seed: {}, buckets=ids, probe={"flag": True},
+                     gradients={"dw": {"input": "w", "buckets": ids, "reduction": "flag"}})
+    with pytest.raises(TypeError, match="unknown key"):
+        kcert.family("bad_family", replicate=lambda probe, fixed, seed: {}, buckets=ids,
+                     gradients={"dw": {"input": "w", "buckets": ids, "reduce": "tokens"}})
+    assert not any(f[0] == "bad_family" for f in kcert._families)

@@ -53,4 +53,34 @@ fresh
 echo '#include <pybind11/pybind11.h>' >> "$work/tree/harness/store/json.cpp"
 expect_finding "pybind11 outside python/" '^harness/store/json.cpp:[0-9]+: python: includes <pybind11/pybind11.h>'
 
+fresh  # a project header in angle brackets is on every target's include path too
+echo '#include <harness/runner/suite.hpp>' >> "$work/tree/harness/stats/ulp.hpp"
+expect_finding "an angle-bracket back-edge" '^harness/stats/ulp.hpp:[0-9]+: layer: .*harness/runner/suite.hpp'
+
+fresh
+echo '#include <kcert/plugin.hpp>' >> "$work/tree/eval/calibration.cpp"
+expect_finding "eval includes the plugin header through include/" \
+  '^eval/calibration.cpp:[0-9]+: torch-free: eval includes include/kcert/plugin.hpp'
+
+fresh  # a relative include resolves beside the including file, as the compiler does
+echo '#include "../engine/engine.hpp"' >> "$work/tree/harness/gates/bias_gate.cpp"
+expect_finding "a relative back-edge" '^harness/gates/bias_gate.cpp:[0-9]+: layer: .*harness/engine/engine.hpp'
+
+fresh  # a folder without a layer is a finding, and LibTorch reached through it is another
+mkdir -p "$work/tree/harness/newdir"
+printf '#pragma once\n#include <torch/torch.h>\n' > "$work/tree/harness/newdir/x.hpp"
+echo '#include "harness/newdir/x.hpp"' >> "$work/tree/eval/calibration.cpp"
+expect_finding "a folder without a layer" '^harness/newdir: layer: a folder of sources'
+expect_finding "LibTorch through a folder without a layer" \
+  '^eval/calibration.cpp:[0-9]+: torch-free: eval reaches LibTorch through harness/newdir/x.hpp -> <torch/torch.h>'
+
+fresh  # an include cycle does not hide LibTorch behind the header that closes it
+printf '#pragma once\n#include "harness/kernels/cycle_b.hpp"\n#include "harness/numerics/torch_api.hpp"\n' \
+  > "$work/tree/harness/kernels/cycle_a.hpp"
+printf '#pragma once\n#include "harness/kernels/cycle_a.hpp"\n' > "$work/tree/harness/kernels/cycle_b.hpp"
+echo '#include "harness/kernels/cycle_a.hpp"' >> "$work/tree/harness/kernels/schema.hpp"
+echo '#include "harness/kernels/cycle_b.hpp"' >> "$work/tree/harness/contract/test_case.hpp"
+expect_finding "LibTorch behind an include cycle" \
+  '^harness/contract/test_case.hpp:[0-9]+: torch-free: harness/contract reaches LibTorch through harness/kernels/cycle_b.hpp'
+
 echo "include check: passes on the tree, fails on each planted back-edge"
