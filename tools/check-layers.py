@@ -35,8 +35,9 @@ LAYERS = {
     "harness/store": (6, False),
     "harness/runner": (6, False),
     "eval": (6, True),
-    "harness/cli": (7, False),
-    "python/src": (8, False),
+    "harness/report": (7, False),
+    "harness/cli": (8, False),
+    "python/src": (9, False),
 }
 
 # Headers in a LibTorch folder that are deliberately free of LibTorch and that a torch-free

@@ -16,7 +16,7 @@
 #include "harness/text/escape.hpp"
 #include "harness/cli/exit_codes.hpp"
 #include "harness/cli/nightly_command.hpp"
-#include "harness/cli/report.hpp"
+#include "harness/report/tables.hpp"
 #include "harness/cli/run_cases_command.hpp"
 #include "harness/store/json.hpp"
 
@@ -138,7 +138,7 @@ void register_controls_doc_command(CLI::App& app, kernels::Registry& registry, c
       std::vector<eval::ControlOutcome> all;
       for (const auto& [id, oc] : measured) all.push_back(oc);
       md << "## Falsifiability of these results\n\n";
-      markdown_falsifiability(md, eval::tabulate(all));
+      report::markdown_falsifiability(md, eval::tabulate(all));
       md << "\n";
     }
     for (const auto kind : {contract::Kind::negative, contract::Kind::positive}) {

@@ -23,9 +23,9 @@
 #include "eval/falsifiability.hpp"
 #include "harness/cli/exit_codes.hpp"
 #include "harness/cli/flag_checks.hpp"
-#include "harness/cli/html_report.hpp"
-#include "harness/cli/junit.hpp"
-#include "harness/cli/report.hpp"
+#include "harness/report/html.hpp"
+#include "harness/report/junit.hpp"
+#include "harness/report/tables.hpp"
 #include "harness/cli/run_cases_command.hpp"
 #include "harness/cli/build_info.hpp"
 #include "harness/text/escape.hpp"
@@ -91,7 +91,7 @@ class ReportFolderLock {
   int fd_ = -1;
 };
 
-int report(const runner::NightlyRun& d, const ReportExtras& extras, const std::string& report_dir, bool quiet) {
+int write_report(const runner::NightlyRun& d, const ReportExtras& extras, const std::string& report_dir, bool quiet) {
   const ReportFolderLock lock(report_dir);
   std::vector<eval::ControlOutcome> outcomes;
   for (const auto& doc : d.documents) outcomes.push_back(eval::outcome_from_document(doc));
@@ -108,8 +108,8 @@ int report(const runner::NightlyRun& d, const ReportExtras& extras, const std::s
 
   // Console.
   if (!quiet) {
-    print_controls(std::cout, outcomes);
-    print_falsifiability(std::cout, table);
+    report::print_controls(std::cout, outcomes);
+    report::print_falsifiability(std::cout, table);
     std::cout << "\nsince the last run: " << text::terminal_safe(d.previous_note) << "\n";
     for (const auto& b : d.baselines) std::cout << "  against " << text::terminal_safe(b) << "\n";
     for (const auto& c : changes) std::cout << "  " << text::terminal_safe(c.id) << ": " << c.what << "\n";
@@ -140,9 +140,9 @@ int report(const runner::NightlyRun& d, const ReportExtras& extras, const std::s
     md << "\n- status: " << (code == exit_ok ? "every control behaved as expected" : "ATTENTION") << " (exit " << code << ")\n";
     for (const auto& r : reasons) md << "  - " << md_text(r) << "\n";
     md << "\n## Falsifiability\n\n";
-    markdown_falsifiability(md, table);
+    report::markdown_falsifiability(md, table);
     md << "\n## Controls\n\n";
-    markdown_controls(md, outcomes);
+    report::markdown_controls(md, outcomes);
     md << "\n## Since the last run\n\n" << d.previous_note << "\n\n";
     for (const auto& b : d.baselines) md << "- against " << md_text(b) << "\n";
     if (!d.baselines.empty()) md << "\n";
@@ -180,10 +180,10 @@ int report(const runner::NightlyRun& d, const ReportExtras& extras, const std::s
     store::write_text_file((dir / "tails" / (store::safe_file_name(id) + ".csv")).string(), csv);
   }
   std::cout << "\nreport: " << std::filesystem::absolute(dir).string() << "/summary.md\n";
-  if (!extras.junit.empty()) write_junit(extras.junit, d.documents, "kcert nightly " + d.run_id);
+  if (!extras.junit.empty()) report::write_junit(extras.junit, d.documents, "kcert nightly " + d.run_id);
   {
     // The same results as a static site with plots (html_report.hpp).
-    HtmlReportInput html;
+    report::HtmlReportInput html;
     html.results = results_json;
     html.khat = d.khat;
     html.history = d.history;
@@ -197,13 +197,13 @@ int report(const runner::NightlyRun& d, const ReportExtras& extras, const std::s
       if (!ec && rel.string().rfind("../", 0) == 0 && rel.string().find("../", 3) == std::string::npos)
         html.junit_link = rel.generic_string();
     }
-    const auto s = write_html_report(html, dir / "html");
+    const auto s = report::write_html_report(html, dir / "html");
     std::cout << "html: " << std::filesystem::absolute(dir / "html").string() << "/index.html (" << s.pages << " pages, "
               << s.plots << " plots)\n";
     if (!s.plot_note.empty()) std::cerr << "kcert: warning: " << s.plot_note << "\n";
   }
   for (const auto& r : reasons) std::cout << "attention: " << text::terminal_safe(r) << "\n";
-  std::cout << tally_line(table, d.seconds) << "\n";
+  std::cout << report::tally_line(table, d.seconds) << "\n";
   return code;
 }
 
@@ -215,7 +215,7 @@ runner::NightlyRun read_run(store::ResultStore& db, const std::string& run_id) {
     return runner::run_from_database(db, run_id, KCERT_VERSION, print_note);
   } catch (const nlohmann::json::exception& e) {
     throw InputError("run " + run_id + ": a result stored in the database is not a document kcert writes: " +
-                     json_problem(e));
+                     report::json_problem(e));
   } catch (const std::invalid_argument& e) {  // eval's reader: "ID.gates.variance.verdict: missing verdict"
     throw InputError("run " + run_id + ": a result stored in the database is not a document kcert writes: " + e.what());
   }
@@ -230,7 +230,7 @@ int finish_run(const NightlyOptions& o) {
   if (o.no_db) throw UsageError("--finish reads the database; it cannot be combined with --no-db");
   store::ResultStore db(store::conninfo_from_environment());
   const auto run = read_run(db, o.finish);
-  return report(run, {o.junit, environment_words_if_here(run.environments)}, report_folder(o, o.finish), o.quiet);
+  return write_report(run, {o.junit, report::environment_words_if_here(run.environments)}, report_folder(o, o.finish), o.quiet);
 }
 
 // The results database, or none (with a warning) when it was wanted and cannot be reached.
@@ -343,12 +343,12 @@ int run_nightly(const NightlyOptions& o, kernels::Registry& registry, const runn
     auto run = read_run(*db, run_id);
     if (shard.count == 1) run.seconds = seconds_so_far();
     const bool here = run.environments.size() == 1 && run.environments.front() == env.fingerprint;
-    return report(run, {o.junit, here ? store::describe_environment(env) : std::string()}, report_folder(o, run_id), o.quiet);
+    return write_report(run, {o.junit, here ? store::describe_environment(env) : std::string()}, report_folder(o, run_id), o.quiet);
   }
   // No database: this process's own results, nothing to compare with.
   auto run = runner::run_from_results(results, storage.run(), storage.spool_path(), env);
   if (shard.count == 1) run.seconds = seconds_so_far();
-  const int code = report(run, {o.junit, store::describe_environment(env)}, report_folder(o, run_id), o.quiet);
+  const int code = write_report(run, {o.junit, store::describe_environment(env)}, report_folder(o, run_id), o.quiet);
   if (code != exit_ok || o.no_db) return code;
   // A nightly that stored nothing and compared nothing must not look like a good night.
   std::cout << "attention: the database was unavailable: nothing stored, nothing compared with the last run; "

@@ -1,6 +1,6 @@
 #include "harness/cli/run_cases_command.hpp"
 #include "harness/text/escape.hpp"
-#include "harness/cli/junit.hpp"
+#include "harness/report/junit.hpp"
 
 #include <fmt/format.h>
 #include <unistd.h>
@@ -10,8 +10,8 @@
 
 #include "harness/cli/exit_codes.hpp"
 #include "harness/cli/flag_checks.hpp"
-#include "harness/cli/khat_reader.hpp"
-#include "harness/cli/report.hpp"
+#include "harness/report/khat_csv.hpp"
+#include "harness/report/tables.hpp"
 #include "harness/cli/build_info.hpp"
 #include "harness/runner/run_storage.hpp"
 #include "harness/engine/engine.hpp"
@@ -177,14 +177,14 @@ void register_run_command(CLI::App& app, kernels::Registry& registry, const runn
     if (!o->junit_path.empty()) {
       std::vector<nlohmann::json> docs;
       for (const auto& r : results) docs.push_back(store::to_json(r));
-      write_junit(o->junit_path, docs, "kcert run");
+      report::write_junit(o->junit_path, docs, "kcert run");
     }
     bool harness_error = false;
     for (const auto& r : results) harness_error |= !r.error.empty();
     storage.finish("finished");
-    print_verdict_table(std::cout, results);
+    report::print_verdict_table(std::cout, results);
     if (!o->brief) {
-      for (const auto& r : results) print_case_details(std::cout, r);
+      for (const auto& r : results) report::print_case_details(std::cout, r);
     } else {
       // The table only says ERROR; the reason must not need a second run without --brief.
       for (const auto& r : results) {

@@ -10,8 +10,8 @@
 #include "eval/falsifiability.hpp"
 #include "harness/cli/exit_codes.hpp"
 #include "harness/cli/flag_checks.hpp"
-#include "harness/cli/report.hpp"
-#include "harness/cli/junit.hpp"
+#include "harness/report/tables.hpp"
+#include "harness/report/junit.hpp"
 #include "harness/cli/run_cases_command.hpp"
 #include "harness/store/json.hpp"
 
@@ -70,14 +70,14 @@ void register_suite_command(CLI::App& app, kernels::Registry& registry, const ru
     if (!o->junit_path.empty()) {
       std::vector<nlohmann::json> docs;
       for (const auto& r : results) docs.push_back(store::to_json(r));
-      write_junit(o->junit_path, docs, "kcert suite" + (o->profile.empty() ? std::string() : " (" + o->profile + ")"));
+      report::write_junit(o->junit_path, docs, "kcert suite" + (o->profile.empty() ? std::string() : " (" + o->profile + ")"));
     }
     const auto table = eval::tabulate(results);
     std::vector<eval::ControlOutcome> outcomes;
     for (const auto& r : results) outcomes.push_back(eval::outcome(r));
-    print_controls(std::cout, outcomes);
-    print_falsifiability(std::cout, table);
-    std::cout << "\n" << tally_line(table, std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count()) << "\n";
+    report::print_controls(std::cout, outcomes);
+    report::print_falsifiability(std::cout, table);
+    std::cout << "\n" << report::tally_line(table, std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count()) << "\n";
     if (table.errors > 0) throw ExitWith(exit_input_error);
     if (!table.unexpected.empty()) throw ExitWith(exit_finding);
   });

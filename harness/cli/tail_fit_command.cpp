@@ -9,7 +9,7 @@
 
 #include "harness/cli/exit_codes.hpp"
 #include "harness/cli/flag_checks.hpp"
-#include "harness/cli/khat_reader.hpp"
+#include "harness/report/khat_csv.hpp"
 #include "harness/store/json.hpp"
 #include "harness/stats/tail.hpp"
 
@@ -109,7 +109,7 @@ void register_tail_fit_command(CLI::App& app) {
     }
     bool first = true;
     for (const auto& file : opts->files) {
-      const auto analysis = stats::analyze_tail(read_khat_file(file), settings);
+      const auto analysis = stats::analyze_tail(report::read_khat_file(file), settings);
       if (opts->json) {
         auto j = store::to_json(analysis);
         j["format"] = "kcert-tail-fit/1";  // docs/schema/kcert-tail-fit-1.schema.json

@@ -3,10 +3,10 @@
 #include <cmath>
 #include <sstream>
 
-#include "harness/cli/khat_reader.hpp"
+#include "harness/report/khat_csv.hpp"
 
-using kcert::cli::InputError;
-using kcert::cli::read_khat;
+using kcert::runner::InputError;
+using kcert::report::read_khat;
 
 namespace {
 std::vector<double> read(const std::string& text) {
@@ -38,7 +38,7 @@ TEST_CASE("K-hat reader rejects negatives and empty input", "[khat]") {
   CHECK_THROWS_WITH(read("-inf\n"), Catch::StartsWith("k.txt:1: K-hat must be >= 0"));
   CHECK_THROWS_WITH(read(""), Catch::Contains("no K-hat values"));
   CHECK_THROWS_WITH(read("# only a comment\n\n"), Catch::Contains("no K-hat values"));
-  CHECK_THROWS_AS(kcert::cli::read_khat_file("/nonexistent/k.txt"), InputError);
+  CHECK_THROWS_AS(kcert::report::read_khat_file("/nonexistent/k.txt"), InputError);
 }
 
 TEST_CASE("K-hat reader takes the nightly's own tails/<control>.csv", "[khat]") {

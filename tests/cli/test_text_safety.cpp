@@ -13,8 +13,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "harness/cli/junit.hpp"
-#include "harness/cli/report.hpp"
+#include "harness/report/junit.hpp"
+#include "harness/report/tables.hpp"
 #include "harness/text/escape.hpp"
 
 using kcert::text::terminal_safe;
@@ -68,7 +68,7 @@ TEST_CASE("JUnit: characters XML 1.0 cannot hold are dropped and the file stays 
                       {"unexpected", nlohmann::json::array()},
                       {"gates", {{"algebra", {{"verdict", "ERROR"}}}, {"bias", {{"verdict", "ERROR"}}}, {"variance", {{"verdict", "ERROR"}}}}},
                       {"runtime", {{"seconds", 0.5}}}};
-  const auto xml = kcert::cli::junit_xml({r}, "suite \x02 name", "2026-12-03T00:00:00");
+  const auto xml = kcert::report::junit_xml({r}, "suite \x02 name", "2026-12-03T00:00:00");
   CHECK(xml.find('\x01') == std::string::npos);
   CHECK(xml.find('\x1b') == std::string::npos);
   CHECK(xml.find("\xef\xbf\xbf") == std::string::npos);
@@ -86,10 +86,10 @@ TEST_CASE("JUnit: a variance PASS short of the horizon says so beside the verdic
                       {"gates", {{"algebra", {{"verdict", "PASS"}}}, {"bias", {{"verdict", "PASS"}}},
                                  {"variance", {{"verdict", "PASS"}, {"evidence", {{"horizon", 85.3}, {"reaches_horizon", false}}}}}}},
                       {"runtime", {{"seconds", 0.5}}}};
-  CHECK_THAT(kcert::cli::junit_xml({r}, "s", "2026-12-04T00:00:00"),
+  CHECK_THAT(kcert::report::junit_xml({r}, "s", "2026-12-04T00:00:00"),
              Catch::Contains("verdict PASS (variance PASS short of the horizon: the evidence supports 85.3 replicates)"));
   r["gates"]["variance"]["evidence"]["reaches_horizon"] = true;
-  CHECK_FALSE(kcert::cli::junit_xml({r}, "s", "2026-12-04T00:00:00").find("short of the horizon") != std::string::npos);
+  CHECK_FALSE(kcert::report::junit_xml({r}, "s", "2026-12-04T00:00:00").find("short of the horizon") != std::string::npos);
 }
 
 TEST_CASE("summary.md: a result's texts stay inside their cells", "[cli][hostile]") {
@@ -99,7 +99,7 @@ TEST_CASE("summary.md: a result's texts stay inside their cells", "[cli][hostile
   r.family = "rmsnorm";
   r.error = "line one\n| injected | row |\r| another | row |\n<script>alert(1)</script>";
   std::ostringstream md;
-  kcert::cli::markdown_controls(md, {r});
+  kcert::report::markdown_controls(md, {r});
   const auto text = md.str();
   // Header, rule and one row: the newline and the pipes of the texts did not make rows or cells.
   CHECK(std::count(text.begin(), text.end(), '\n') == 3);

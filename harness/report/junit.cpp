@@ -1,4 +1,4 @@
-#include "harness/cli/junit.hpp"
+#include "harness/report/junit.hpp"
 #include "harness/text/escape.hpp"
 
 #include "eval/falsifiability.hpp"
@@ -12,7 +12,7 @@
 #include "harness/store/json.hpp"
 #include "harness/store/spool.hpp"
 
-namespace kcert::cli {
+namespace kcert::report {
 
 namespace {
 using text::xml_escape;
@@ -88,4 +88,4 @@ void write_junit(const std::string& path, const std::vector<nlohmann::json>& doc
   store::write_text_file(path, junit_xml(documents, suite, ts));
 }
 
-}  // namespace kcert::cli
+}  // namespace kcert::report

@@ -3,12 +3,12 @@
 // ignored. Errors name the source and the line.
 #include <istream>
 
-#include "harness/cli/exit_codes.hpp"
+#include "harness/runner/errors.hpp"
 #include <stdexcept>
 #include <string>
 #include <vector>
 
-namespace kcert::cli {
+namespace kcert::report {
 
 // `source` names the stream in error messages ("khat.txt", "<stdin>").
 // Throws InputError: "khat.txt:7: expected a number >= 0 or 'inf', got 'abc'".
@@ -20,4 +20,4 @@ std::vector<double> read_khat(std::istream& in, const std::string& source);
 enum class FollowLinks { yes, no };
 std::vector<double> read_khat_file(const std::string& path, FollowLinks follow = FollowLinks::yes);
 
-}  // namespace kcert::cli
+}  // namespace kcert::report

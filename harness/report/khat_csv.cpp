@@ -1,4 +1,4 @@
-#include "harness/cli/khat_reader.hpp"
+#include "harness/report/khat_csv.hpp"
 #include "harness/io/regular_file.hpp"
 
 #include <algorithm>
@@ -11,7 +11,9 @@
 #include <sstream>
 #include <string_view>
 
-namespace kcert::cli {
+namespace kcert::report {
+
+using runner::InputError;
 
 namespace {
 
@@ -109,4 +111,4 @@ std::vector<double> read_khat_file(const std::string& path, FollowLinks follow) 
   return read_khat(in, path);
 }
 
-}  // namespace kcert::cli
+}  // namespace kcert::report

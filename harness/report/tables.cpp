@@ -1,4 +1,4 @@
-#include "harness/cli/report.hpp"
+#include "harness/report/tables.hpp"
 
 #include <fmt/format.h>
 
@@ -7,7 +7,7 @@
 
 #include "harness/text/escape.hpp"
 
-namespace kcert::cli {
+namespace kcert::report {
 
 namespace {
 
@@ -409,4 +409,4 @@ void markdown_falsifiability(std::ostream& out, const eval::Falsifiability& f) {
   for (const auto& [id, why] : f.skipped) out << "\nSkipped (not counted): `" << id << "`: " << why << "\n";
 }
 
-}  // namespace kcert::cli
+}  // namespace kcert::report

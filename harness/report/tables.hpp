@@ -6,7 +6,7 @@
 #include "eval/falsifiability.hpp"
 #include "harness/engine/case_result.hpp"
 
-namespace kcert::cli {
+namespace kcert::report {
 
 void print_verdict_table(std::ostream& out, const std::vector<engine::CaseResult>& results);
 void print_case_details(std::ostream& out, const engine::CaseResult& result);
@@ -28,4 +28,4 @@ std::string duration_text(double seconds);
 void markdown_controls(std::ostream& out, const std::vector<eval::ControlOutcome>& results);
 void markdown_falsifiability(std::ostream& out, const eval::Falsifiability& f);
 
-}  // namespace kcert::cli
+}  // namespace kcert::report

@@ -1,4 +1,4 @@
-#include "harness/cli/html_report.hpp"
+#include "harness/report/html.hpp"
 
 #include <fcntl.h>
 #include <spawn.h>
@@ -18,9 +18,9 @@
 
 #include <fmt/format.h>
 
-#include "harness/cli/exit_codes.hpp"
-#include "harness/cli/khat_reader.hpp"
-#include "harness/cli/report.hpp"
+#include "harness/runner/errors.hpp"
+#include "harness/report/khat_csv.hpp"
+#include "harness/report/tables.hpp"
 #include "harness/stats/verdict.hpp"
 #include "harness/text/escape.hpp"
 #include "harness/runner/isolated.hpp"
@@ -35,7 +35,10 @@
 
 extern char** environ;
 
-namespace kcert::cli {
+namespace kcert::report {
+
+using runner::InputError;
+using runner::UsageError;
 
 namespace fs = std::filesystem;
 
@@ -1084,88 +1087,61 @@ std::string json_problem(const nlohmann::json::exception& e) {
          "); not a results.json as kcert nightly writes it (docs/schema/kcert-nightly-1.schema.json)";
 }
 
-void register_report_command(CLI::App& app) {
-  struct Options {
-    std::string folder, out;
-    bool no_db = false;
-  };
-  auto o = std::make_shared<Options>();
-  auto* cmd = app.add_subcommand("report", "Write the HTML report of a nightly report folder (index.html, one page per control, plots)");
-  cmd->footer(
-      "Reads FOLDER/results.json and FOLDER/tails/*.csv, as `kcert nightly` leaves them (it writes this\n"
-      "report itself into FOLDER/html), and writes a static site that opens from disk: the falsifiability\n"
-      "table, what changed since the last run, every control with its verdicts, and per control the K-hat\n"
-      "tail with the fitted GPD, a mean residual life plot, a threshold-stability plot, a QQ plot, the bias\n"
-      "plane, and its history from the database (KCERT_DB; --no-db to skip). Plots need gnuplot.\n\n"
-      "Example:\n  kcert report .kcert/reports/nightly-20261201T023000Z-1 && xdg-open .kcert/reports/.../html/index.html");
-  cmd->add_option("folder", o->folder, "a nightly report folder (holds results.json)")->required()->check(CLI::ExistingDirectory);
-  cmd->add_option("--out", o->out, "where to write the site (default: FOLDER/html)");
-  cmd->add_flag("--no-db", o->no_db, "do not read history from the database");
-  cmd->callback([o]() {
-    const fs::path folder(o->folder);
-    const std::string file = (folder / "results.json").string();
-    if (!fs::exists(folder / "results.json")) throw InputError(file + ": no such file (is this a nightly report folder?)");
-    std::string json_text;
+HtmlReportInput read_report_folder(const fs::path& folder, bool with_history) {
+  const std::string file = (folder / "results.json").string();
+  if (!fs::exists(folder / "results.json")) throw InputError(file + ": no such file (is this a nightly report folder?)");
+  std::string json_text;
+  try {
+    json_text = io::read_regular_file(file, std::uint64_t{1} << 30, io::Links::follow, "a results.json");
+  } catch (const std::runtime_error& e) {
+    throw InputError(e.what());
+  }
+  // A crafted folder (anyone who can write the report folder or the database can make one):
+  // 100,000-deep nesting segfaulted the parse, a field of another type printed nlohmann's
+  // internal error. Both are refused here with the file and the field.
+  constexpr int kMaxDepth = 64;
+  if (store::json_nested_deeper_than(json_text, kMaxDepth))
+    throw InputError(fmt::format("{}: nested deeper than {} levels: not a results.json as kcert nightly writes it", file, kMaxDepth));
+  HtmlReportInput input;
+  try {
+    input.results = nlohmann::json::parse(json_text);
+  } catch (const nlohmann::json::parse_error& e) {
+    throw InputError(fmt::format("{}: not valid JSON (at byte {}; invalid UTF-8, a syntax error or a truncated file)", file, e.byte));
+  }
+  if (!input.results.is_object()) throw InputError(file + ": not a JSON object");
+  try {
+    check_report_document(input.results);
+  } catch (const ReportFormatError& e) {
+    throw InputError(file + ": " + e.what() + " (docs/schema/kcert-nightly-1.schema.json)");
+  }
+  for (const auto& r : input.results.value("results", nlohmann::json::array())) {
+    // The samples the nightly wrote beside its results (khat_reader reads their CSV form).
+    const auto csv = folder / "tails" / (store::safe_file_name(text(r, "id")) + ".csv");
+    // Found in the folder, not named by the user: a link there is not followed (issue 53).
+    std::error_code ec;
+    if (fs::exists(fs::symlink_status(csv, ec))) input.khat[text(r, "id")] = read_khat_file(csv.string(), FollowLinks::no);
+  }
+  const auto envs = input.results.value("environments", std::vector<std::string>());
+  input.environment_words = environment_words_if_here(envs);
+  if (!with_history) {
+    input.history_note = "History needs the results database (not read: --no-db).";
+  } else {
     try {
-      json_text = io::read_regular_file(file, std::uint64_t{1} << 30, io::Links::follow, "a results.json");
-    } catch (const std::runtime_error& e) {
-      throw InputError(e.what());
-    }
-    // A crafted folder (anyone who can write the report folder or the database can make one):
-    // 100,000-deep nesting segfaulted the parse, a field of another type printed nlohmann's
-    // internal error. Both are refused here with the file and the field.
-    constexpr int kMaxDepth = 64;
-    if (store::json_nested_deeper_than(json_text, kMaxDepth))
-      throw InputError(fmt::format("{}: nested deeper than {} levels: not a results.json as kcert nightly writes it", file, kMaxDepth));
-    HtmlReportInput input;
-    try {
-      input.results = nlohmann::json::parse(json_text);
-    } catch (const nlohmann::json::parse_error& e) {
-      throw InputError(fmt::format("{}: not valid JSON (at byte {}; invalid UTF-8, a syntax error or a truncated file)", file, e.byte));
-    }
-    if (!input.results.is_object()) throw InputError(file + ": not a JSON object");
-    try {
-      check_report_document(input.results);
-    } catch (const ReportFormatError& e) {
-      throw InputError(file + ": " + e.what() + " (docs/schema/kcert-nightly-1.schema.json)");
-    }
-    for (const auto& r : input.results.value("results", nlohmann::json::array())) {
-      // The samples the nightly wrote beside its results (khat_reader reads their CSV form).
-      const auto csv = folder / "tails" / (store::safe_file_name(text(r, "id")) + ".csv");
-      // Found in the folder, not named by the user: a link there is not followed (issue 53).
-      std::error_code ec;
-      if (fs::exists(fs::symlink_status(csv, ec))) input.khat[text(r, "id")] = read_khat_file(csv.string(), FollowLinks::no);
-    }
-    const auto envs = input.results.value("environments", std::vector<std::string>());
-    input.environment_words = environment_words_if_here(envs);
-    if (o->no_db) {
-      input.history_note = "History needs the results database (not read: --no-db).";
-    } else {
-      try {
-        store::ResultStore db(store::conninfo_from_environment());
-        for (const auto& r : input.results.value("results", nlohmann::json::array())) {
-          store::HistoryQuery q;
-          q.case_id = text(r, "id");
-          q.environment = envs.size() == 1 ? envs[0] : "";
-          auto& points = input.history[q.case_id];
-          for (const auto& h : db.history(q))
-            points.push_back({h.started_at, h.run_id, h.verdict, h.variance_u.value_or(-1), h.max_abs_z.value_or(-1)});
-        }
-      } catch (const std::exception& e) {
-        input.history_note = std::string("History needs the results database, which is unavailable: ") + e.what();
-        input.history.clear();
+      store::ResultStore db(store::conninfo_from_environment());
+      for (const auto& r : input.results.value("results", nlohmann::json::array())) {
+        store::HistoryQuery q;
+        q.case_id = text(r, "id");
+        q.environment = envs.size() == 1 ? envs[0] : "";
+        auto& points = input.history[q.case_id];
+        for (const auto& h : db.history(q))
+          points.push_back({h.started_at, h.run_id, h.verdict, h.variance_u.value_or(-1), h.max_abs_z.value_or(-1)});
       }
+    } catch (const std::exception& e) {
+      input.history_note = std::string("History needs the results database, which is unavailable: ") + e.what();
+      input.history.clear();
     }
-    const auto out = o->out.empty() ? folder / "html" : fs::path(o->out);
-    HtmlReportSummary s;
-    try {
-      s = write_html_report(input, out);
-    } catch (const ReportFormatError& e) {
-      throw InputError(file + ": " + e.what());
-    }
-    std::cout << fmt::format("report: {}/index.html ({} pages, {} plots)\n", fs::absolute(out).string(), s.pages, s.plots);
-    if (!s.plot_note.empty()) std::cerr << "kcert: warning: " << s.plot_note << "\n";
-  });
+  }
+  return input;
 }
 
-}  // namespace kcert::cli
+}  // namespace kcert::report

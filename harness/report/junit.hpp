@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-namespace kcert::cli {
+namespace kcert::report {
 
 // `documents`: result documents (docs/results.md). `suite`: the <testsuite> name.
 std::string junit_xml(const std::vector<nlohmann::json>& documents, const std::string& suite, const std::string& timestamp);
@@ -16,4 +16,4 @@ std::string junit_xml(const std::vector<nlohmann::json>& documents, const std::s
 // Writes it (checked, store::write_text_file).
 void write_junit(const std::string& path, const std::vector<nlohmann::json>& documents, const std::string& suite);
 
-}  // namespace kcert::cli
+}  // namespace kcert::report

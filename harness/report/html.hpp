@@ -3,7 +3,6 @@
 // script), with the plots a reader needs before trusting a tail fit (the K-hat tail with its
 // GPD, mean residual life, threshold stability, QQ) and the bias plane. Plots are drawn by
 // gnuplot (SVG); without gnuplot the pages say so and carry the numbers alone.
-#include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
 #include <filesystem>
@@ -14,7 +13,7 @@
 
 #include "harness/runner/nightly.hpp"
 
-namespace kcert::cli {
+namespace kcert::report {
 
 using runner::HistoryPoint;
 
@@ -51,10 +50,13 @@ class ReportFormatError : public std::runtime_error {
 // Throws ReportFormatError on a document it cannot read.
 HtmlReportSummary write_html_report(const HtmlReportInput& input, const std::filesystem::path& out);
 
+// A nightly report folder read back (`kcert report DIR`): FOLDER/results.json checked for the
+// shape kcert writes (depth, JSON, fields), the K-hat samples of FOLDER/tails/ (links there are
+// not followed), and, with_history, each control's history from the database (or why there is
+// none). Throws runner::InputError naming the file and the problem.
+HtmlReportInput read_report_folder(const std::filesystem::path& folder, bool with_history);
+
 // A nlohmann type or range error in words, for a document that came from outside.
 std::string json_problem(const nlohmann::json::exception& e);
 
-// `kcert report DIR`: the HTML report of a nightly report folder (results.json, tails/).
-void register_report_command(CLI::App& app);
-
-}  // namespace kcert::cli
+}  // namespace kcert::report
