@@ -33,7 +33,7 @@ trap 'rm -f "$see_also" "$sections"' EXIT
 } >"$see_also"
 
 # EXIT STATUS, ENVIRONMENT and FILES: the same for every command (harness/cli/exit_codes.hpp,
-# the getenv calls of harness/, the folders of harness/cli/run_storage.cpp).
+# the getenv calls of harness/, the folders of harness/runner/run_storage.cpp).
 cat >"$sections" <<'ROFF'
 [EXIT STATUS]
 .TP

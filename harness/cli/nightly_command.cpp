@@ -182,7 +182,7 @@ int write_report(const runner::NightlyRun& d, const ReportExtras& extras, const 
   std::cout << "\nreport: " << std::filesystem::absolute(dir).string() << "/summary.md\n";
   if (!extras.junit.empty()) report::write_junit(extras.junit, d.documents, "kcert nightly " + d.run_id);
   {
-    // The same results as a static site with plots (html_report.hpp).
+    // The same results as a static site with plots (report/html.hpp).
     report::HtmlReportInput html;
     html.results = results_json;
     html.khat = d.khat;
