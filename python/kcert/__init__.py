@@ -50,7 +50,7 @@ _MODULES_AT_IMPORT = set(sys.modules)
 
 _variants = []  # (family, name, version, description, origin, params, fn, unavailable, exact), in registration order
 _files = []  # the --python files imported, in order, for the spawned workers
-_families = []  # (name, description, origin, probe params, axes, fixed, replicate, buckets, gradients), in order
+_families = []  # (name, description, origin, probe params, fixed, replicate, buckets, gradients), in order
 
 
 def _sha256(path):
@@ -265,13 +265,12 @@ def family(name, *, replicate, buckets, fixed=None, probe=None, description=None
         if reduction and (not isinstance(default, int) or isinstance(default, bool)):
             raise ValueError(f"{where}: reduction {reduction!r} must name an integer probe parameter of the family")
         reduces = g.get("reduces") or (reduction.split(".")[-1] if reduction else "")
-        grads.append((gname, g["input"], list(gb), reduces, g.get("description") or f"gradient of {g['input']}",
-                      dict(gb), reduction))
+        grads.append((gname, g["input"], reduces, g.get("description") or f"gradient of {g['input']}", dict(gb),
+                      reduction))
     source = inspect.getsourcefile(inspect.unwrap(replicate)) or "<unknown>"
     if description is None:
         description = f"Python family {name} ({os.path.basename(source)})"
-    _families.append((name, description, f"python:{source}", probe, list(buckets), fixed, replicate,
-                      dict(buckets), grads))
+    _families.append((name, description, f"python:{source}", probe, fixed, replicate, dict(buckets), grads))
 
 
 def _check_trusted(path):
@@ -356,10 +355,11 @@ def _describe(out_fd):
     for family, name, version, description, origin, params, _fn, unavailable, exact in _variants:
         variants.append({"family": family, "name": name, "version": version, "description": description,
                          "origin": origin, "params": params, "unavailable": unavailable, "exact": exact})
-    families = [{"name": name, "description": description, "origin": origin, "probe_params": probe, "bucket_axes": axes,
-                 "gradients": [{"name": g[0], "input": g[1], "bucket_axes": g[2], "reduces": g[3], "description": g[4],
-                                "reduction": g[6]} for g in grads]}
-                for name, description, origin, probe, axes, _fixed, _replicate, _buckets, grads in _families]
+    families = [{"name": name, "description": description, "origin": origin, "probe_params": probe,
+                 "bucket_axes": list(buckets),
+                 "gradients": [{"name": g[0], "input": g[1], "bucket_axes": list(g[4]), "reduces": g[2], "description": g[3],
+                                "reduction": g[5]} for g in grads]}
+                for name, description, origin, probe, _fixed, _replicate, buckets, grads in _families]
     with os.fdopen(out_fd, "w") as out:
         json.dump({"variants": variants, "families": families, "files": list(_files)}, out)
         out.write("\n")

@@ -151,8 +151,22 @@ auto with_gil(const std::string& what, F&& call) {
   }
 }
 
+// The bucket of every element of `shape` on `axis`, from a dict of Python bucket functions.
 torch::Tensor python_buckets(const std::shared_ptr<py::object>& buckets, const std::string& family, const std::string& axis,
-                             const kcert::kernels::ProbeContract& probe, at::IntArrayRef shape);
+                             const kcert::kernels::ProbeContract& probe, at::IntArrayRef shape) {
+  return with_gil(family + ": buckets[" + axis + "]", [&] {
+    py::tuple dims(shape.size());
+    for (std::size_t i = 0; i < shape.size(); ++i) dims[i] = py::int_(shape[i]);
+    py::object ids = (*buckets)[py::str(axis)](python_probe(probe), dims);
+    if (!THPVariable_Check(ids.ptr())) throw std::runtime_error(family + ": buckets[" + axis + "] did not return a torch.Tensor");
+    auto t = ids.cast<torch::Tensor>();
+    if (t.sizes() != shape) {
+      throw std::runtime_error(family + ": buckets[" + axis + "] returned shape " + c10::str(t.sizes()) +
+                               " for a tensor of shape " + c10::str(shape) + " (one bucket id per element)");
+    }
+    return t.to(torch::kLong).contiguous();
+  });
+}
 
 kcert::kernels::Family family_of(const PythonFamily& pf) {
   kcert::kernels::Family f;
@@ -189,23 +203,6 @@ kcert::kernels::Family family_of(const PythonFamily& pf) {
     f.gradients.push_back(std::move(fg));
   }
   return f;
-}
-
-// The bucket of every element of `shape` on `axis`, from a dict of Python bucket functions.
-torch::Tensor python_buckets(const std::shared_ptr<py::object>& buckets, const std::string& family, const std::string& axis,
-                             const kcert::kernels::ProbeContract& probe, at::IntArrayRef shape) {
-  return with_gil(family + ": buckets[" + axis + "]", [&] {
-    py::tuple dims(shape.size());
-    for (std::size_t i = 0; i < shape.size(); ++i) dims[i] = py::int_(shape[i]);
-    py::object ids = (*buckets)[py::str(axis)](python_probe(probe), dims);
-    if (!THPVariable_Check(ids.ptr())) throw std::runtime_error(family + ": buckets[" + axis + "] did not return a torch.Tensor");
-    auto t = ids.cast<torch::Tensor>();
-    if (t.sizes() != shape) {
-      throw std::runtime_error(family + ": buckets[" + axis + "] returned shape " + c10::str(t.sizes()) +
-                               " for a tensor of shape " + c10::str(shape) + " (one bucket id per element)");
-    }
-    return t.to(torch::kLong).contiguous();
-  });
 }
 
 }  // namespace
@@ -255,19 +252,24 @@ PYBIND11_MODULE(_C, m) {
         std::vector<PythonFamily> pending_families;
         for (const auto& item : families) {
           const auto t = item.cast<py::tuple>();
+          // (name, description, origin, probe params, fixed, replicate, buckets, gradients); the
+          // bucket axes are the buckets dict's keys, in order.
+          const auto axes_of = [](const py::handle& buckets) {
+            std::vector<std::string> axes;
+            for (const auto& [axis, fn] : buckets.cast<py::dict>()) axes.push_back(axis.cast<std::string>());
+            return axes;
+          };
           PythonFamily pf{t[0].cast<std::string>(), t[1].cast<std::string>(), t[2].cast<std::string>(), {},
-                          t[4].cast<std::vector<std::string>>(), hold(t[5].cast<py::object>()),
-                          hold(t[6].cast<py::object>()), hold(t[7].cast<py::object>())};
+                          axes_of(t[6]), hold(t[4].cast<py::object>()),
+                          hold(t[5].cast<py::object>()), hold(t[6].cast<py::object>())};
           for (const auto& [k, v] : t[3].cast<py::dict>()) pf.probe_params.push_back(param_of(k.cast<std::string>(), v));
-          // (name, input, axes, reduces, description, buckets dict, reduction param)
-          if (t.size() > 8) {
-            for (const auto& g : t[8].cast<py::list>()) {
-              const auto gt = g.cast<py::tuple>();
-              pf.gradients.push_back({{gt[0].cast<std::string>(), gt[1].cast<std::string>(), gt[2].cast<std::vector<std::string>>(),
-                                       gt[3].cast<std::string>(), gt[4].cast<std::string>()},
-                                      hold(gt[5].cast<py::object>()),
-                                      gt[6].cast<std::string>()});
-            }
+          // (name, input, reduces, description, buckets, reduction param)
+          for (const auto& g : t[7].cast<py::list>()) {
+            const auto gt = g.cast<py::tuple>();
+            pf.gradients.push_back({{gt[0].cast<std::string>(), gt[1].cast<std::string>(), axes_of(gt[4]),
+                                     gt[2].cast<std::string>(), gt[3].cast<std::string>()},
+                                    hold(gt[4].cast<py::object>()),
+                                    gt[5].cast<std::string>()});
           }
           pending_families.push_back(std::move(pf));
         }
