@@ -10,6 +10,10 @@ Three rules, read from the source tree's #include lines (nothing is compiled):
    and must not include a header from a LibTorch folder at all: a header there may gain a
    LibTorch include tomorrow, and the torch-free layers build and test without LibTorch.
 3. Python stays in its face. Nothing outside python/ includes <Python.h> or pybind11.
+4. Commands stay thin. A function in harness/cli/ (parse, call, print) is at most 60 lines;
+   what grows past that belongs in the runner or report room. A function here is a
+   definition that starts in column 0 (the code's style: namespaces are not indented) and
+   ends at the next "}" in column 0.
 
 Usage: check-layers.py [ROOT]   (ROOT defaults to the repository this script is in)
 Exit 0 when every rule holds, 1 with one line per finding ("file:line: rule: what"), 2 on bad
@@ -144,6 +148,38 @@ def reaches_torch(root, header, cache, stack=()):
     return None
 
 
+CLI_FOLDER = "harness/cli"
+CLI_FUNCTION_LINES = 60
+DEFINITION_START = re.compile(r"^[A-Za-z_][^;]*\(")  # a return type or name in column 0, then "("
+NOT_A_FUNCTION = re.compile(r"^(namespace|using|struct|class|enum|union|template|typedef|extern|#|//)")
+
+
+def long_functions(root, path):
+    """(line, name, length) of each function in `path` longer than CLI_FUNCTION_LINES."""
+    with open(os.path.join(root, path), encoding="utf-8", errors="replace") as f:
+        lines = f.read().split("\n")
+    out = []
+    i = 0
+    while i < len(lines):
+        line = lines[i]
+        if DEFINITION_START.match(line) and not NOT_A_FUNCTION.match(line):
+            j = i
+            while j < len(lines) and "{" not in lines[j] and ";" not in lines[j]:
+                j += 1
+            if j < len(lines) and "{" in lines[j] and not lines[j].rstrip().endswith(";"):
+                k = j
+                if not lines[j].rstrip().endswith("}"):  # else a function on one line
+                    k = j + 1
+                    while k < len(lines) and not lines[k].startswith("}"):
+                        k += 1
+                length = k - i + 1
+                if length > CLI_FUNCTION_LINES:
+                    out.append((i + 1, line.split("(")[0].split()[-1], length))
+                i = k
+        i += 1
+    return out
+
+
 def check(root):
     findings = [f"{folder}: layer: a folder of sources that tools/check-layers.py gives no layer (add it to LAYERS)"
                 for folder in unlisted_folders(root)]
@@ -181,6 +217,11 @@ def check(root):
                 if chain:
                     findings.append(f"{where}: torch-free: {folder} reaches LibTorch through "
                                     + " -> ".join(chain))
+    for path in sources(root):
+        if folder_of(path) == CLI_FOLDER:
+            for line, name, length in long_functions(root, path):
+                findings.append(f"{path}:{line}: thin commands: {name} is {length} lines "
+                                f"(at most {CLI_FUNCTION_LINES} in {CLI_FOLDER}/)")
     return findings
 
 
@@ -200,7 +241,7 @@ def main(argv):
     if findings:
         print(f"check-layers: {len(findings)} finding(s) in {files} files", file=sys.stderr)
         return 1
-    print(f"check-layers: {files} files, every include follows the layers")
+    print(f"check-layers: {files} files, every include follows the layers, every command function is short")
     return 0
 
 

@@ -1,22 +1,14 @@
-// `kcert controls-doc`: docs/controls.md generated from the control YAML files and the
-// last measured results, so the catalog of controls is never typed by hand.
-#include <fmt/format.h>
-#include <fmt/ranges.h>  // fmt::join (in format.h up to fmt 10, in ranges.h since 11)
+// `kcert controls-doc`: docs/controls.md from the control YAML files and the last measured
+// results (rendered by report/controls_doc.hpp).
 
-#include <algorithm>
-#include <cctype>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
-#include <map>
 #include <memory>
-#include <sstream>
 
-#include "eval/falsifiability.hpp"
-#include "harness/text/escape.hpp"
 #include "harness/cli/exit_codes.hpp"
 #include "harness/cli/nightly_command.hpp"
-#include "harness/report/tables.hpp"
+#include "harness/report/controls_doc.hpp"
 #include "harness/cli/run_cases_command.hpp"
 #include "harness/store/json.hpp"
 
@@ -30,49 +22,25 @@ struct DocOptions {
   std::string output;
 };
 
-using text::markdown_cell;
-
-// An http(s) URL that can stand as a Markdown link destination as it is: no space, quote,
-// angle bracket, backslash or parenthesis that would end it early.
-bool is_plain_web_link(const std::string& url) {
-  std::string head;
-  for (char c : url.substr(0, 8)) head += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  const auto rest = head.rfind("https://", 0) == 0 ? 8u : head.rfind("http://", 0) == 0 ? 7u : 0u;
-  return rest > 0 && url.size() > rest && url.find_first_of(" \t\r\n\"'<>()[]\\`|") == std::string::npos;
-}
-
-std::string expected_text(const contract::Expectation& e) {
-  std::string out;
-  for (const auto& [gate, verdicts] : e.gates) {
-    std::string v;
-    for (auto x : verdicts) v += (v.empty() ? "" : "\\|") + std::string(stats::to_string(x));
-    out += (out.empty() ? "" : ", ") + gate + " " + v;
-  }
-  return out.empty() ? "-" : out;
-}
-
-// The expectation, and where a LibTorch release has its own, that one beside it.
-std::string expected_with_releases(const contract::TestCase& c) {
-  std::string out = expected_text(c.expected);
-  for (const auto& [release, e] : c.expected_on) out += "; on " + release + ": " + expected_text(e) + (e.note.empty() ? "" : " (" + markdown_cell(e.note) + ")");
-  return out;
-}
-
-std::string short_ref(const std::string& url) {
-  // Anything but a web link is text: `javascript:` or `data:` must not become a live link.
-  if (!is_plain_web_link(url)) return markdown_cell(url);
-  // github.com/owner/repo/pull/123 -> owner/repo#123; other URLs as their host/path.
-  const std::string gh = "https://github.com/";
-  if (url.rfind(gh, 0) == 0) {
-    std::vector<std::string> parts;
-    std::stringstream ss(url.substr(gh.size()));
-    for (std::string p; std::getline(ss, p, '/');) parts.push_back(p);
-    if (parts.size() >= 4 && (parts[2] == "pull" || parts[2] == "issues")) {
-      return fmt::format("[{}/{}#{}]({})", parts[0], parts[1], parts[3], url);
+// The measured results of each file given (--results), read in order.
+report::MeasuredControls read_measured(const std::vector<std::string>& paths) {
+  report::MeasuredControls measured;
+  for (const auto& path : paths) {
+    std::ifstream in(path);
+    if (!in) throw InputError(path + ": cannot open results file");
+    nlohmann::json doc;
+    try {
+      doc = nlohmann::json::parse(in);
+    } catch (const nlohmann::json::exception& e) {
+      throw InputError(path + ": not JSON: " + e.what());
     }
-    if (parts.size() >= 2) return fmt::format("[{}/{}]({})", parts[0], parts[1], url);
+    try {
+      report::add_measured(measured, doc, std::filesystem::path(path).filename().string());
+    } catch (const std::exception& e) {
+      throw InputError(path + ": " + e.what());
+    }
   }
-  return fmt::format("[link]({})", url);
+  return measured;
 }
 
 }  // namespace
@@ -91,106 +59,14 @@ void register_controls_doc_command(CLI::App& app, kernels::Registry& registry, c
   cmd->add_option("--results", o->results, "results JSON (repeatable; later files win)")->allow_extra_args(false);
   cmd->add_option("-o,--output", o->output, "write here instead of stdout");
   cmd->callback([o, &registry, &policy]() {
-    auto cases = load_cases(o->paths, registry, "", policy);
-    std::sort(cases.begin(), cases.end(), [](const auto& a, const auto& b) {
-      return std::tie(a.kind, a.family, a.id) < std::tie(b.kind, b.family, b.id);
-    });
-    std::map<std::string, eval::ControlOutcome> measured;
-    std::map<std::string, std::string> measured_profile;
-    std::vector<std::string> sources;
-    for (const auto& path : o->results) {
-      std::ifstream in(path);
-      if (!in) throw InputError(path + ": cannot open results file");
-      nlohmann::json doc;
-      try {
-        doc = nlohmann::json::parse(in);
-      } catch (const nlohmann::json::exception& e) {
-        throw InputError(path + ": not JSON: " + e.what());
-      }
-      if (!doc.contains("results") || !doc.at("results").is_array()) throw InputError(path + ": no \"results\" array");
-      for (const auto& r : doc.at("results")) {
-        try {
-          auto oc = eval::outcome_from_document(r);
-          // A skip (this file's LibTorch lacks the kernel) does not hide another file's measurement.
-          if (!oc.skipped.empty() && measured.count(oc.id) && measured.at(oc.id).skipped.empty()) continue;
-          measured_profile[oc.id] = r.value("profile", "");
-          measured[oc.id] = std::move(oc);
-        } catch (const std::exception& e) {
-          throw InputError(path + ": " + e.what());
-        }
-      }
-      sources.push_back(std::filesystem::path(path).filename().string());
-    }
-
-    std::ostringstream md;
-    md << "# Controls\n\n"
-       << "<!-- Generated by `kcert controls-doc` from testcases/ and measured results. Do not edit by hand. -->\n\n";
-    int neg = 0, pos = 0;
-    for (const auto& c : cases) (c.kind == contract::Kind::negative ? neg : pos)++;
-    md << fmt::format("{} negative controls (real published defects: must be detected) and {} positive controls "
-                      "(known-correct variants: must not FAIL). ",
-                      neg, pos);
-    if (sources.empty()) {
-      md << "No measured results were given.\n\n";
-    } else {
-      md << "Measured verdicts from " << fmt::format("{}", fmt::join(sources, ", ")) << " (algebra/bias/variance, "
-         << "overall; today's checks: assert_close, FlashAttention's rule, dynamo's fp64 rule; `-` not flagged).\n\n";
-      std::vector<eval::ControlOutcome> all;
-      for (const auto& [id, oc] : measured) all.push_back(oc);
-      md << "## Falsifiability of these results\n\n";
-      report::markdown_falsifiability(md, eval::tabulate(all));
-      md << "\n";
-    }
-    for (const auto kind : {contract::Kind::negative, contract::Kind::positive}) {
-      md << (kind == contract::Kind::negative ? "## Negative controls\n\n" : "## Positive controls\n\n");
-      md << "| id | family | mechanism | references | expected (YAML) | measured gates | overall | today's checks | note |\n"
-            "|---|---|---|---|---|---|---|---|---|\n";
-      for (const auto& c : cases) {
-        if (c.kind != kind) continue;
-        std::string refs;
-        for (const auto& r : c.references) refs += (refs.empty() ? "" : ", ") + short_ref(r);
-        std::string gates = "not measured", overall = "-", checks = "-";
-        if (const auto it = measured.find(c.id); it != measured.end()) {
-          const auto& m = it->second;
-          if (!m.error.empty()) {
-            gates = "ERROR: " + m.error;
-          } else if (!m.skipped.empty()) {
-            gates = "skipped: " + m.skipped;
-          } else {
-            gates = fmt::format("{}/{}/{}", stats::to_string(m.algebra), stats::to_string(m.bias), stats::to_string(m.variance));
-            if (!measured_profile[c.id].empty()) gates += " (" + measured_profile[c.id] + ")";
-            overall = std::string(stats::to_string(m.verdict)) + (m.unexpected.empty() ? "" : " **unexpected**");
-            checks = fmt::format("{}/{}/{}", m.assert_close ? "flag" : "-", m.flash_attention ? "flag" : "-",
-                                 m.dynamo_fp64 ? "flag" : "-");
-          }
-        }
-        const auto family = c.direction == contract::Direction::backward ? c.family + " (backward)" : c.family;
-        md << fmt::format("| `{}` | {} | {} | {} | {} | {} | {} | {} | {} |\n", c.id, family, markdown_cell(c.mechanism), refs,
-                          expected_with_releases(c), gates, overall, checks, markdown_cell(c.expected.note));
-      }
-      md << "\n";
-    }
-    // Published backward defects a CPU replay cannot show (../shared/controls/backward-catalog.md):
-    // listed so that a missing control is a stated gap, not a silent one.
-    md << "## Backward defects not replayable on the CPU\n\n"
-          "| catalog id | defect | why not here |\n|---|---|---|\n"
-          "| BN6 | norm dgamma reduction drops warp partials on RDNA (pytorch#183861) | a wave32 GPU's warp-shuffle layout: "
-          "the fault is the hardware's lane mapping, visible only under the results database's hardware key |\n"
-          "| BN10 | FlashAttention-4 hdim 256 backward (TransformerEngine#3216) | a Blackwell GPU kernel; needs real activations "
-          "and batch >= 2 on that device |\n"
-          "| BN14 | ring attention backward across hops (ring-flash-attention#42) | needs a world size >= 4 (several ranks and "
-          "their communication) |\n"
-          "| BN15 | toolchain-dependent FlashAttention backward (flash-attention#498) | depends on the CUDA compiler that "
-          "built the kernel: an environment key, not a kernel a CPU can run |\n\n";
-    md << "Where a control's outcome differs from the catalog's prediction, its YAML says so in the\n"
-          "expectation's note and in comments beside the widened expectation (an expectation changes\n"
-          "only with a written reason).\n";
+    const auto cases = load_cases(o->paths, registry, "", policy);
+    const auto md = report::controls_markdown(cases, read_measured(o->results));
     if (o->output.empty()) {
-      std::cout << md.str();
+      std::cout << md;
     } else {
       std::ofstream out(o->output);
       if (!out) throw InputError(o->output + ": cannot write");
-      out << md.str();
+      out << md;
       std::cerr << "kcert: wrote " << o->output << " (" << cases.size() << " controls)\n";
     }
   });

@@ -1,30 +1,17 @@
 #include "harness/cli/nightly_command.hpp"
-#include <fcntl.h>
-#include <sys/file.h>
-#include <unistd.h>
 
 #include <fmt/format.h>
 
-#include <algorithm>
-#include <cctype>
 #include <chrono>
-#include <cmath>
-#include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <iostream>
 #include <memory>
-#include <regex>
-#include <set>
-#include <sstream>
-#include <tuple>
 
 #include "eval/changes.hpp"
-#include "eval/falsifiability.hpp"
 #include "harness/cli/exit_codes.hpp"
 #include "harness/cli/flag_checks.hpp"
 #include "harness/report/html.hpp"
-#include "harness/report/junit.hpp"
+#include "harness/report/nightly_folder.hpp"
 #include "harness/report/tables.hpp"
 #include "harness/cli/run_cases_command.hpp"
 #include "harness/cli/build_info.hpp"
@@ -61,149 +48,24 @@ struct ReportExtras {
   std::string environment_words;
 };
 
-// One kcert writes a report folder at a time (issue 53, item 9): two nightlies given one
-// --report interleaved their pages, and the index named whichever run finished last. The
-// lock is taken where the report is written, not at the start (the shards of one run may
-// share a --report, and only the last one, or --finish, writes it), and a writer waits for
-// the one before it rather than failing: two shards finishing together may both see the run
-// complete and both write its (same) report.
-class ReportFolderLock {
- public:
-  explicit ReportFolderLock(const std::string& dir) {
-    store::make_private_directories(dir);
-    const std::string path = dir + "/.kcert-report.lock";
-    fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
-    if (fd_ < 0) throw InputError(path + ": cannot open the report folder's lock: " + std::strerror(errno));
-    if (::flock(fd_, LOCK_EX | LOCK_NB) == 0) return;
-    std::cerr << "kcert: report folder " << text::terminal_safe(dir) << " is being written by another kcert; waiting for it\n";
-    while (::flock(fd_, LOCK_EX) != 0) {
-      if (errno == EINTR) continue;
-      const std::string why = std::strerror(errno);
-      ::close(fd_);
-      throw InputError(path + ": cannot lock the report folder: " + why);
-    }
-  }
-  ~ReportFolderLock() { ::close(fd_); }
-  ReportFolderLock(const ReportFolderLock&) = delete;
-  ReportFolderLock& operator=(const ReportFolderLock&) = delete;
-
- private:
-  int fd_ = -1;
-};
-
+// The run's report: the console's tables, the report folder (report/nightly_folder.hpp), and
+// the nightly's exit status.
 int write_report(const runner::NightlyRun& d, const ReportExtras& extras, const std::string& report_dir, bool quiet) {
-  const ReportFolderLock lock(report_dir);
-  std::vector<eval::ControlOutcome> outcomes;
-  for (const auto& doc : d.documents) outcomes.push_back(eval::outcome_from_document(doc));
-  std::sort(outcomes.begin(), outcomes.end(), [](const auto& a, const auto& b) {
-    return std::tie(a.kind, a.family, a.id) < std::tie(b.kind, b.family, b.id);
-  });
-  const auto table = eval::tabulate(outcomes);
-  const auto changes = eval::compare_runs(outcomes, d.previous);
-  const auto status = eval::nightly_verdict(table, changes);
-  const auto& reasons = status.reasons;
-  const int code = status.status == eval::NightlyStatus::error     ? exit_input_error
-                   : status.status == eval::NightlyStatus::finding ? exit_finding
-                                                                   : exit_ok;
-
-  // Console.
-  if (!quiet) {
-    report::print_controls(std::cout, outcomes);
-    report::print_falsifiability(std::cout, table);
-    std::cout << "\nsince the last run: " << text::terminal_safe(d.previous_note) << "\n";
-    for (const auto& b : d.baselines) std::cout << "  against " << text::terminal_safe(b) << "\n";
-    for (const auto& c : changes) std::cout << "  " << text::terminal_safe(c.id) << ": " << c.what << "\n";
-    if (changes.empty() && !d.baselines.empty()) std::cout << "  no changes\n";
-  }
-
-  // Report folder: summary.md, results.json, tails/<case>.csv.
+  const report::ReportFolderLock lock(report_dir, [](const std::string& why) { std::cerr << "kcert: " << why << "\n"; });
+  const auto assessment = report::assess_nightly(d);
+  const auto status = assessment.verdict.status;
+  const int code = status == eval::NightlyStatus::error     ? exit_input_error
+                   : status == eval::NightlyStatus::finding ? exit_finding
+                                                            : exit_ok;
+  if (!quiet) report::print_nightly(std::cout, d, assessment);
   const std::filesystem::path dir(report_dir);
-  // Refused when another user owns or may write it (kcert often runs as root: a folder
-  // someone else prepared could turn its writes into writes through their links).
-  store::make_private_directories(dir.string());
-  store::make_private_directories((dir / "tails").string());
-  {
-    std::ostringstream md;
-    md << "# kcert nightly " << d.run_id << "\n\n";
-    md << "- profile: " << (d.profile.empty() ? "contract shapes" : d.profile) << "\n";
-    // Texts that come from results, the database, plugins or paths pass through markdown_cell:
-    // a line ending or raw HTML in one must not make lines or live markup in summary.md.
-    const auto& md_text = text::markdown_cell;
-    md << "- shards: " << d.shard_count << "; results read from the " << md_text(d.source) << "\n";
-    md << "- environment(s): ";
-    for (std::size_t i = 0; i < d.environments.size(); ++i) md << (i ? ", " : "") << "`" << d.environments[i] << "`";
-    // In words when it is this machine's (a hash alone tells a reader nothing).
-    if (!extras.environment_words.empty()) md << ": " << md_text(extras.environment_words);
-    md << "\n- calibrations used: ";
-    if (d.calibrations.empty()) md << "none (default thresholds)";
-    for (std::size_t i = 0; i < d.calibrations.size(); ++i) md << (i ? ", " : "") << md_text(d.calibrations[i]);
-    md << "\n- status: " << (code == exit_ok ? "every control behaved as expected" : "ATTENTION") << " (exit " << code << ")\n";
-    for (const auto& r : reasons) md << "  - " << md_text(r) << "\n";
-    md << "\n## Falsifiability\n\n";
-    report::markdown_falsifiability(md, table);
-    md << "\n## Controls\n\n";
-    report::markdown_controls(md, outcomes);
-    md << "\n## Since the last run\n\n" << d.previous_note << "\n\n";
-    for (const auto& b : d.baselines) md << "- against " << md_text(b) << "\n";
-    if (!d.baselines.empty()) md << "\n";
-    for (const auto& c : changes) md << "- `" << md_text(c.id) << "`: " << md_text(c.what) << "\n";
-    if (changes.empty() && !d.baselines.empty()) md << "No changes.\n";
-    if (!table.unexpected.empty()) {
-      md << "\n## Differences from the YAML expectations\n\n";
-      for (const auto& u : table.unexpected) md << "- " << md_text(u) << "\n";
-    }
-    store::write_text_file((dir / "summary.md").string(), md.str());
-  }
-  nlohmann::json changes_json = nlohmann::json::array();
-  for (const auto& c : changes) changes_json.push_back({{"id", c.id}, {"change", c.what}, {"alarming", c.alarming}});
-  const nlohmann::json results_json = {{"format", "kcert-nightly/1"},  // docs/schema/kcert-nightly-1.schema.json
-                          {"kcert_version", KCERT_VERSION},
-                          {"run_id", d.run_id},
-                          {"profile", d.profile},
-                          {"shard_count", d.shard_count},
-                          {"source", d.source},
-                          {"environments", d.environments},
-                          {"exit_status", code},
-                          {"reasons", reasons},
-                          {"falsifiability", eval::to_json(table)},
-                          {"changes", changes_json},
-                          {"started_at", d.started_at.empty() ? nlohmann::json(nullptr) : nlohmann::json(d.started_at)},
-                          {"seconds", d.seconds >= 0 ? nlohmann::json(d.seconds) : nlohmann::json(nullptr)},
-                          {"previous", d.previous_note},
-                          {"baselines", d.baselines},
-                          {"results", d.documents}};
-  store::write_json_file((dir / "results.json").string(), results_json);
-  for (const auto& [id, sample] : d.khat) {
-    if (sample.empty()) continue;  // a skipped or failed case measured nothing: no tail file
-    std::string csv = "replicate,khat\n";
-    for (std::size_t i = 0; i < sample.size(); ++i) csv += fmt::format("{},{:.17g}\n", i, sample[i]);
-    store::write_text_file((dir / "tails" / (store::safe_file_name(id) + ".csv")).string(), csv);
-  }
+  const auto html = report::write_nightly_folder(d, assessment, {extras.junit, extras.environment_words, code, KCERT_VERSION}, dir);
   std::cout << "\nreport: " << std::filesystem::absolute(dir).string() << "/summary.md\n";
-  if (!extras.junit.empty()) report::write_junit(extras.junit, d.documents, "kcert nightly " + d.run_id);
-  {
-    // The same results as a static site with plots (report/html.hpp).
-    report::HtmlReportInput html;
-    html.results = results_json;
-    html.khat = d.khat;
-    html.history = d.history;
-    html.history_note = d.history_note;
-    html.environment_words = extras.environment_words;
-    html.run_folder_link = "../";
-    // The JUnit file is linked when it lies in the report folder (the usual --junit DIR/junit.xml).
-    if (!extras.junit.empty()) {
-      std::error_code ec;
-      const auto rel = std::filesystem::relative(std::filesystem::absolute(extras.junit), std::filesystem::absolute(dir / "html"), ec);
-      if (!ec && rel.string().rfind("../", 0) == 0 && rel.string().find("../", 3) == std::string::npos)
-        html.junit_link = rel.generic_string();
-    }
-    const auto s = report::write_html_report(html, dir / "html");
-    std::cout << "html: " << std::filesystem::absolute(dir / "html").string() << "/index.html (" << s.pages << " pages, "
-              << s.plots << " plots)\n";
-    if (!s.plot_note.empty()) std::cerr << "kcert: warning: " << s.plot_note << "\n";
-  }
-  for (const auto& r : reasons) std::cout << "attention: " << text::terminal_safe(r) << "\n";
-  std::cout << report::tally_line(table, d.seconds) << "\n";
+  std::cout << "html: " << std::filesystem::absolute(dir / "html").string() << "/index.html (" << html.pages << " pages, "
+            << html.plots << " plots)\n";
+  if (!html.plot_note.empty()) std::cerr << "kcert: warning: " << html.plot_note << "\n";
+  for (const auto& r : assessment.verdict.reasons) std::cout << "attention: " << text::terminal_safe(r) << "\n";
+  std::cout << report::tally_line(assessment.table, d.seconds) << "\n";
   return code;
 }
 

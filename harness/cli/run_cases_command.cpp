@@ -113,10 +113,9 @@ std::vector<engine::CaseResult> run_cases(const std::vector<contract::TestCase>&
   return runner::run_cases(cases, registry, std::move(options), policy, callbacks);
 }
 
-void register_run_command(CLI::App& app, kernels::Registry& registry, const runner::SuitePolicy& policy) {
-  auto o = std::make_shared<RunOptionsCli>();
-  auto* cmd = app.add_subcommand("run", "Run test cases (YAML files or folders) through the three gates");
-  cmd->footer(
+namespace {
+
+constexpr const char* kRunHelp =
       "Each case names a (reference, production) kernel pair of a registered family and a probe\n"
       "contract (docs/testcases.md). kcert evaluates both under the working precision and the\n"
       "reference under fp64 (the oracle) on R replicates, then reports:\n"
@@ -130,7 +129,82 @@ void register_run_command(CLI::App& app, kernels::Registry& registry, const runn
       "replicates; the reason names the R it needs), WARN, FAIL; a case takes its worst gate's.\n\n"
       "Exit status: 0 no case FAILed or was INCONCLUSIVE (with --expect: every case met its YAML\n"
       "expectation), 1 a case FAILed or was INCONCLUSIVE (with --expect: some case did not meet\n"
-      "its expectation), 2 bad input or harness error.");
+      "its expectation), 2 bad input or harness error.";
+
+// Where `kcert run` stores its results: the database and spool asked for, named by this run.
+runner::StorageOptions storage_options(const RunOptionsCli& o) {
+  runner::StorageOptions so;
+  so.kcert_version = KCERT_VERSION;
+  so.git_revision = kGitRevision;
+  so.note = print_note;
+  so.db = o.db;
+  so.spool = o.spool;
+  so.run_id = o.run_id;
+  so.profile = o.profile;
+  so.configuration = {{"cases", o.paths}, {"replicates", o.replicates}, {"device", o.device}};
+  return so;
+}
+
+// The verdict table, then each case's details (--brief: only the reasons of ERRORs), then skips.
+void print_run(const std::vector<engine::CaseResult>& results, bool brief) {
+  report::print_verdict_table(std::cout, results);
+  if (!brief) {
+    for (const auto& r : results) report::print_case_details(std::cout, r);
+  } else {
+    // The table only says ERROR; the reason must not need a second run without --brief.
+    for (const auto& r : results) {
+      if (!r.error.empty()) std::cout << text::terminal_safe(r.testcase.id) << ": ERROR: " << text::terminal_safe(r.error) << "\n";
+    }
+  }
+  for (const auto& r : results) {
+    if (!r.skipped.empty()) std::cout << text::terminal_safe(r.testcase.id) << ": SKIP: " << text::terminal_safe(r.skipped) << "\n";
+  }
+}
+
+// `kcert run`'s exit status, thrown as ExitWith unless it is 0.
+void exit_for(const std::vector<engine::CaseResult>& results, bool expect) {
+  bool harness_error = false;
+  for (const auto& r : results) harness_error |= !r.error.empty();
+  if (harness_error) throw ExitWith(exit_input_error);
+  bool finding = false;
+  // A FAIL is a finding; so is an INCONCLUSIVE case (issue 32): it certified nothing, and a
+  // nightly that exits 0 on it would read as a PASS.
+  for (const auto& r : results)
+    finding |= r.ran() && (expect ? !r.unexpected.empty()
+                                  : r.verdict == stats::Verdict::fail || r.verdict == stats::Verdict::inconclusive);
+  if (finding) throw ExitWith(exit_finding);
+}
+
+void run_command(const RunOptionsCli& o, kernels::Registry& registry, const runner::SuitePolicy& policy) {
+  const auto cases = selected_cases(load_cases(o.paths, registry, o.profile, policy), o.filters);
+  engine::RunOptions options;
+  if (o.replicates > 0) options.replicates = o.replicates;  // checked by replicate_count()
+  if (o.seed_given) options.seed = o.seed;
+  options.device = o.device;
+  options.batch = o.batch;
+  runner::RunStorage storage(storage_options(o));
+  const auto results = run_cases(cases, registry, options, policy, o.quiet, [&](const std::vector<engine::CaseResult>& done) {
+    storage.store(done.back());
+    // Keep what is done on disk after every case: an interrupted run loses nothing.
+    if (!o.json_path.empty()) store::write_json_file(o.json_path, store::results_document(done, KCERT_VERSION));
+  });
+  if (!o.junit_path.empty()) {
+    std::vector<nlohmann::json> docs;
+    for (const auto& r : results) docs.push_back(store::to_json(r));
+    report::write_junit(o.junit_path, docs, "kcert run");
+  }
+  storage.finish("finished");
+  print_run(results, o.brief);
+  exit_for(results, o.expect);
+}
+
+}  // namespace
+
+void register_run_command(CLI::App& app, kernels::Registry& registry, const runner::SuitePolicy& policy) {
+  auto o = std::make_shared<RunOptionsCli>();
+  auto* cmd = app.add_subcommand("run", "Run test cases (YAML files or folders) through the three gates");
+  cmd->footer(kRunHelp);
+
   cmd->add_option("cases", o->paths, "test-case files or folders (searched recursively for *.yaml)")->required();
   cmd->add_option("--json", o->json_path, "also write the results as JSON to this file (docs/results.md)");
   cmd->add_option("--junit", o->junit_path, "also write JUnit XML: one testcase per case, failing when it misses its "
@@ -152,57 +226,7 @@ void register_run_command(CLI::App& app, kernels::Registry& registry, const runn
   cmd->add_option("--spool", o->spool, "spool file (default with --db: $KCERT_HOME/spool/RUN_ID.jsonl; KCERT_HOME defaults to .kcert)");
   cmd->add_option("--run-id", o->run_id, "run id to record (default: a new one); shards of one run share it")
       ->check(run_id_check());
-  cmd->callback([o, &registry, &policy]() {
-    const auto cases = selected_cases(load_cases(o->paths, registry, o->profile, policy), o->filters);
-    engine::RunOptions options;
-    if (o->replicates > 0) options.replicates = o->replicates;  // checked by replicate_count()
-    if (o->seed_given) options.seed = o->seed;
-    options.device = o->device;
-    options.batch = o->batch;
-    runner::StorageOptions so;
-    so.kcert_version = KCERT_VERSION;
-    so.git_revision = kGitRevision;
-    so.note = print_note;
-    so.db = o->db;
-    so.spool = o->spool;
-    so.run_id = o->run_id;
-    so.profile = o->profile;
-    so.configuration = {{"cases", o->paths}, {"replicates", o->replicates}, {"device", o->device}};
-    runner::RunStorage storage(so);
-    const auto results = run_cases(cases, registry, options, policy, o->quiet, [&](const std::vector<engine::CaseResult>& done) {
-      storage.store(done.back());
-      // Keep what is done on disk after every case: an interrupted run loses nothing.
-      if (!o->json_path.empty()) store::write_json_file(o->json_path, store::results_document(done, KCERT_VERSION));
-    });
-    if (!o->junit_path.empty()) {
-      std::vector<nlohmann::json> docs;
-      for (const auto& r : results) docs.push_back(store::to_json(r));
-      report::write_junit(o->junit_path, docs, "kcert run");
-    }
-    bool harness_error = false;
-    for (const auto& r : results) harness_error |= !r.error.empty();
-    storage.finish("finished");
-    report::print_verdict_table(std::cout, results);
-    if (!o->brief) {
-      for (const auto& r : results) report::print_case_details(std::cout, r);
-    } else {
-      // The table only says ERROR; the reason must not need a second run without --brief.
-      for (const auto& r : results) {
-        if (!r.error.empty()) std::cout << text::terminal_safe(r.testcase.id) << ": ERROR: " << text::terminal_safe(r.error) << "\n";
-      }
-    }
-    for (const auto& r : results) {
-      if (!r.skipped.empty()) std::cout << text::terminal_safe(r.testcase.id) << ": SKIP: " << text::terminal_safe(r.skipped) << "\n";
-    }
-    if (harness_error) throw ExitWith(exit_input_error);
-    bool finding = false;
-    // A FAIL is a finding; so is an INCONCLUSIVE case (issue 32): it certified nothing, and a
-    // nightly that exits 0 on it would read as a PASS.
-    for (const auto& r : results)
-      finding |= r.ran() && (o->expect ? !r.unexpected.empty()
-                                       : r.verdict == stats::Verdict::fail || r.verdict == stats::Verdict::inconclusive);
-    if (finding) throw ExitWith(exit_finding);
-  });
+  cmd->callback([o, &registry, &policy]() { run_command(*o, registry, policy); });
 }
 
 }  // namespace kcert::cli

@@ -61,6 +61,32 @@ struct TailFitOptions {
   bool json = false;
 };
 
+// Each file analysed alone, as a table or one JSON line per file.
+void tail_fit(const TailFitOptions& o) {
+  auto settings = o.settings;
+  settings.bootstrap_kind = o.bootstrap_kind == "full" ? stats::BootstrapKind::full : stats::BootstrapKind::exceedances;
+  try {
+    stats::validate(settings);
+  } catch (const std::invalid_argument& e) {
+    throw UsageError(e.what());
+  }
+  bool first = true;
+  for (const auto& file : o.files) {
+    const auto analysis = stats::analyze_tail(report::read_khat_file(file), settings);
+    if (o.json) {
+      auto j = store::to_json(analysis);
+      j["format"] = "kcert-tail-fit/1";  // docs/schema/kcert-tail-fit-1.schema.json
+      j["kcert_version"] = KCERT_VERSION;
+      j["source"] = file;
+      std::cout << j.dump() << "\n";
+    } else {
+      if (!first) std::cout << "\n";
+      print_table(std::cout, file == "-" ? "<stdin>" : file, analysis);
+    }
+    first = false;
+  }
+}
+
 }  // namespace
 
 void register_tail_fit_command(CLI::App& app) {
@@ -98,31 +124,7 @@ void register_tail_fit_command(CLI::App& app) {
       ->check(integer_in(2, kMaxReplicatesFlag, "2 <= N <= 1048576"))
       ->capture_default_str();
   cmd->add_flag("--json", opts->json, "print JSON (docs/results.md) instead of the table");
-  cmd->callback([opts]() {
-    auto settings = opts->settings;
-    settings.bootstrap_kind = opts->bootstrap_kind == "full" ? stats::BootstrapKind::full
-                                                             : stats::BootstrapKind::exceedances;
-    try {
-      stats::validate(settings);
-    } catch (const std::invalid_argument& e) {
-      throw UsageError(e.what());
-    }
-    bool first = true;
-    for (const auto& file : opts->files) {
-      const auto analysis = stats::analyze_tail(report::read_khat_file(file), settings);
-      if (opts->json) {
-        auto j = store::to_json(analysis);
-        j["format"] = "kcert-tail-fit/1";  // docs/schema/kcert-tail-fit-1.schema.json
-        j["kcert_version"] = KCERT_VERSION;
-        j["source"] = file;
-        std::cout << j.dump() << "\n";
-      } else {
-        if (!first) std::cout << "\n";
-        print_table(std::cout, file == "-" ? "<stdin>" : file, analysis);
-      }
-      first = false;
-    }
-  });
+  cmd->callback([opts]() { tail_fit(*opts); });
 }
 
 }  // namespace kcert::cli

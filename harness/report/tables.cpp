@@ -369,7 +369,7 @@ void markdown_falsifiability(std::ostream& out, const eval::Falsifiability& f) {
     out << fmt::format("| {} | {}/{} | {}/{} | {} |\n", name, t.detected, f.negatives, t.false_fail, f.positives,
                        warn ? fmt::format("{}/{}", t.false_warn, f.positives) : std::string("-"));
   };
-  if (!f.torch_version.empty()) out << "On LibTorch " << f.torch_version << ".\n\n";
+  if (!f.torch_version.empty()) out << "On LibTorch " << text::markdown_cell(f.torch_version) << ".\n\n";
   out << "| | negatives detected | positives FAIL | positives WARN |\n|---|---|---|---|\n";
   row("algebra gate", f.algebra, true);
   row("bias gate (deciding statistics)", f.bias, true);
@@ -403,10 +403,10 @@ void markdown_falsifiability(std::ostream& out, const eval::Falsifiability& f) {
     out << fmt::format("\nBias PASS of positives: {} shown equivalent within ±c ULP (TOST), {} not shown equivalent.\n\n"
                        "| family | equivalent | not shown equivalent |\n|---|---|---|\n",
                        f.positives_equivalent, f.positives_not_shown_equivalent);
-    for (const auto& [name, c] : f.equivalence_by_family) out << fmt::format("| {} | {} | {} |\n", name, c.first, c.second);
+    for (const auto& [name, c] : f.equivalence_by_family) out << fmt::format("| {} | {} | {} |\n", text::markdown_cell(name), c.first, c.second);
   }
-  for (const auto& [id, condition] : f.conditioned) out << "\nJudged by its expectation " << condition_in_words(condition) << ": `" << id << "`.\n";
-  for (const auto& [id, why] : f.skipped) out << "\nSkipped (not counted): `" << id << "`: " << why << "\n";
+  for (const auto& [id, condition] : f.conditioned) out << "\nJudged by its expectation " << text::markdown_cell(condition_in_words(condition)) << ": `" << text::markdown_cell(id) << "`.\n";
+  for (const auto& [id, why] : f.skipped) out << "\nSkipped (not counted): `" << text::markdown_cell(id) << "`: " << text::markdown_cell(why) << "\n";
 }
 
 }  // namespace kcert::report

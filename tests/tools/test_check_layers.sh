@@ -83,4 +83,26 @@ echo '#include "harness/kernels/cycle_b.hpp"' >> "$work/tree/harness/contract/te
 expect_finding "LibTorch behind an include cycle" \
   '^harness/contract/test_case.hpp:[0-9]+: torch-free: harness/contract reaches LibTorch through harness/kernels/cycle_b.hpp'
 
-echo "include check: passes on the tree, fails on each planted back-edge"
+fresh  # a command function of 62 lines (a signature on two lines, 59 statements, the brace) is too long
+{
+  echo 'int long_command(int x,'
+  echo '                 int y) {'
+  for i in $(seq 1 58); do echo "  x += y + $i;"; done
+  echo '  return x;'
+  echo '}'
+} >> "$work/tree/harness/cli/main.cpp"
+expect_finding "a command function over 60 lines" \
+  '^harness/cli/main.cpp:[0-9]+: thin commands: long_command is 62 lines \(at most 60 in harness/cli/\)'
+
+fresh  # 60 lines is allowed, and the same function outside cli/ is not the rule's business
+{
+  echo 'int command_of_sixty(int x) {'
+  for i in $(seq 1 57); do echo "  x += $i;"; done
+  echo '  return x;'
+  echo '}'
+} | tee -a "$work/tree/harness/cli/main.cpp" >> "$work/tree/harness/runner/suite.cpp"
+for i in $(seq 1 10); do sed -i 's/^  return x;$/  x += 1;\n  return x;/' "$work/tree/harness/runner/suite.cpp"; done
+python3 "$check" "$work/tree" >/dev/null || { echo "FAIL: a 60-line command function or a long runner function was refused"; python3 "$check" "$work/tree"; exit 1; }
+echo "ok: 60 lines in cli/ and a longer function in runner/ pass"
+
+echo "include check: passes on the tree, fails on each planted back-edge and on a long command function"
