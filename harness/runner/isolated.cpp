@@ -1,4 +1,5 @@
 #include "harness/runner/isolated.hpp"
+#include "harness/runner/case_process.hpp"
 
 #include <cxxabi.h>
 #include <fcntl.h>
@@ -173,30 +174,22 @@ CaseResult run_case_isolated(const contract::TestCase& tc, const kernels::Regist
   std::cout.flush();
   std::cerr.flush();
   std::fflush(nullptr);
-  const pid_t parent = ::getpid();
   const auto start = clock::now();
-  std::vector<int> parents_only;
+  CaseProcessDescriptors descriptors;
   {
     const std::lock_guard lock(parent_fds_mutex);
-    parents_only.assign(parent_fds().begin(), parent_fds().end());
+    descriptors.parent_only.assign(parent_fds().begin(), parent_fds().end());
   }
-  const pid_t pid = ::fork();
-  if (pid < 0) {
-    const int err = errno;
+  descriptors.parent_only.push_back(fds[0]);
+  descriptors.case_only.push_back(fds[1]);
+  pid_t pid = 0;
+  try {
+    pid = start_case_process(descriptors, [&] { child_main(fds[1], tc, registry, options, threads); });
+  } catch (...) {
     ::close(fds[0]);
     ::close(fds[1]);
-    throw std::runtime_error(std::string("cannot fork a child process for the case: ") + std::strerror(err));
+    throw;
   }
-  if (pid == 0) {
-    ::close(fds[0]);
-    for (const int fd : parents_only) ::close(fd);
-    ::setpgid(0, 0);
-    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
-    if (::getppid() != parent) ::_exit(120);  // the parent died before prctl
-    child_main(fds[1], tc, registry, options, threads);
-  }
-  // Both sides set the group, so the kill below finds it whichever runs first.
-  ::setpgid(pid, pid);
   ::close(fds[1]);
   return collect_case(pid, fds[0], start, tc, options, isolation);
 }

@@ -10,8 +10,9 @@
 // thread that forked; a new thread starts a new team, so the child keeps the parent's
 // intra-op threads), and sends the result back over a pipe (result_wire.hpp). It is the
 // leader of its own process group, which is killed past the deadline, and dies with its
-// parent (PR_SET_PDEATHSIG). This is isolation from faults, not from malice: the child is
-// the same user with the same files open.
+// parent (PR_SET_PDEATHSIG); where a PID namespace can be made, the processes its kernels
+// start end with it too (case_process.hpp). This is isolation from faults, not from malice:
+// the child is the same user with the same files open.
 #include <sys/types.h>
 
 #include <chrono>

@@ -2,7 +2,7 @@
 
 #include <fcntl.h>
 #include <signal.h>
-#include <spawn.h>
+#include <sys/wait.h>
 #include <sys/prctl.h>
 #include <unistd.h>
 
@@ -16,11 +16,10 @@
 #include <stdexcept>
 
 #include "harness/kernels/plugin.hpp"
+#include "harness/runner/case_process.hpp"
 #include "harness/numerics/runtime.hpp"
 #include "harness/numerics/torch_api.hpp"
 #include "harness/testcase/loader.hpp"
-
-extern char** environ;
 
 namespace kcert::runner {
 
@@ -67,27 +66,54 @@ engine::CaseResult run_case_spawned(const contract::TestCase& tc, const kernels:
   std::vector<char*> argv;
   for (auto& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_adddup2(&actions, in[0], STDIN_FILENO);
-  posix_spawn_file_actions_adddup2(&actions, out[1], 3);
-  posix_spawnattr_t attr;
-  posix_spawnattr_init(&attr);
-  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP);
-  posix_spawnattr_setpgroup(&attr, 0);  // its own process group, killed as one past the deadline
+  // The worker is started in a case process tree (case_process.hpp): its own process group,
+  // killed as one past the deadline, and, where a PID namespace can be made, every process
+  // its kernels start ends with it. An exec that fails says why on `exec_error`.
+  int exec_error[2];
+  if (::pipe2(exec_error, O_CLOEXEC) != 0) {
+    const int err = errno;
+    for (const int fd : {in[0], in[1], out[0], out[1]}) ::close(fd);
+    throw std::runtime_error(std::string("cannot create a pipe for the worker: ") + std::strerror(err));
+  }
+  CaseProcessDescriptors descriptors;
+  descriptors.parent_only = {in[1], out[0], exec_error[0]};
+  descriptors.case_only = {in[0], out[1], exec_error[1]};
+  const char* program = worker.front().c_str();
   std::cout.flush();
   std::cerr.flush();
   const auto start = std::chrono::steady_clock::now();
   pid_t pid = 0;
-  const int rc = ::posix_spawn(&pid, worker.front().c_str(), &actions, &attr, argv.data(), environ);
-  posix_spawn_file_actions_destroy(&actions);
-  posix_spawnattr_destroy(&attr);
+  try {
+    pid = start_case_process(descriptors, [&] {
+      // The worker's standard input and descriptor 3, without close-on-exec (dup2 clears it
+      // on a copy; a descriptor that is already in place is cleared by hand).
+      const auto place = [](int fd, int at) { return fd == at ? ::fcntl(fd, F_SETFD, 0) : ::dup2(fd, at); };
+      if (place(in[0], STDIN_FILENO) < 0 || place(out[1], 3) < 0) ::_exit(121);
+      ::execv(program, argv.data());
+      const int err = errno;
+      [[maybe_unused]] const auto n = ::write(exec_error[1], &err, sizeof err);
+      ::_exit(127);
+    });
+  } catch (const std::exception& e) {
+    for (const int fd : {in[0], in[1], out[0], out[1], exec_error[0], exec_error[1]}) ::close(fd);
+    throw std::runtime_error("cannot start the worker " + worker.front() + ": " + e.what());
+  }
   ::close(in[0]);
   ::close(out[1]);
-  if (rc != 0) {
+  ::close(exec_error[1]);
+  // End of file: the worker was exec'd (its copy closed on exec). Bytes: the exec's errno.
+  int exec_errno = 0;
+  ssize_t n;
+  while ((n = ::read(exec_error[0], &exec_errno, sizeof exec_errno)) < 0 && errno == EINTR) {
+  }
+  ::close(exec_error[0]);
+  if (n == static_cast<ssize_t>(sizeof exec_errno)) {
+    ::kill(-pid, SIGKILL);
+    while (::waitpid(pid, nullptr, 0) < 0 && errno == EINTR) {
+    }
     ::close(in[1]);
     ::close(out[0]);
-    throw std::runtime_error("cannot start the worker " + worker.front() + ": " + std::strerror(rc));
+    throw std::runtime_error("cannot start the worker " + worker.front() + ": " + std::strerror(exec_errno));
   }
   write_all_ignoring_sigpipe(in[1], request(tc, registry, options).dump());
   ::close(in[1]);

@@ -10,6 +10,8 @@
 #include <cstdlib>
 #include <thread>
 
+#include <fcntl.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -58,12 +60,19 @@ KCERT_PLUGIN_REGISTER(registry) {
   // Issue 53: a kernel that forks a helper (no exec) and returns at once. The helper writes a
   // stray line into every regular file it inherited (the run's spool, under fork isolation)
   // and sleeps holding the result pipe: the case was held to its deadline, and the stray line
-  // made the spool unreadable for upload.
+  // made the spool unreadable for upload. It leaves the case's process group and session
+  // (setsid), out of reach of the group kill, and holds a lock on KCERT_HOSTILE_HELPER_LOCK
+  // when that names a file, so that a test sees whether it outlived the run (item 6).
   add(registry, "hostile_helper", "forks a helper that writes to inherited files and sleeps",
       [](const KernelInputs& in, const Precision& p, const ParamMap& params) -> torch::Tensor {
         static std::atomic<bool> forked{false};
         if (!forked.exchange(true)) {
           if (::fork() == 0) {
+            ::setsid();
+            if (const char* lock = std::getenv("KCERT_HOSTILE_HELPER_LOCK")) {
+              const int fd = ::open(lock, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+              if (fd >= 0) ::flock(fd, LOCK_EX);
+            }
             for (int fd = 3; fd < 1024; ++fd) {
               struct stat st {};
               if (::fstat(fd, &st) == 0 && S_ISREG(st.st_mode)) {
@@ -75,6 +84,21 @@ KCERT_PLUGIN_REGISTER(registry) {
           }
         }
         return rmsnorm(in, p, params);
+      });
+  // Issue 53, item 6: a kernel that starts a helper in a session of its own (holding the lock
+  // KCERT_HOSTILE_HELPER_LOCK names) and then never returns: a test kills kcert meanwhile.
+  add(registry, "hostile_helper_hang", "starts a helper in its own session, then never returns",
+      [](const KernelInputs&, const Precision&, const ParamMap&) -> torch::Tensor {
+        if (::fork() == 0) {
+          ::setsid();
+          if (const char* lock = std::getenv("KCERT_HOSTILE_HELPER_LOCK")) {
+            const int fd = ::open(lock, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+            if (fd >= 0) ::flock(fd, LOCK_EX);
+          }
+          ::sleep(600);
+          ::_exit(0);
+        }
+        for (;;) std::this_thread::sleep_for(std::chrono::hours(1));
       });
   add(registry, "hostile_hang", "never returns", [](const KernelInputs&, const Precision&, const ParamMap&) -> torch::Tensor {
     for (;;) std::this_thread::sleep_for(std::chrono::hours(1));
