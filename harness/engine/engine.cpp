@@ -234,8 +234,41 @@ std::vector<std::string> check_gradients(const contract::Expectation& expected, 
   return out;
 }
 
-// The ordering of stats::Verdict: FAIL > WARN > INCONCLUSIVE > PASS.
-int severity(Verdict v) { return static_cast<int>(v); }
+// A composite result (a backward case's gradients, a swept case's settings) shows, gate by
+// gate, the part with the worst verdict (stats::worst's order; the first part on ties), and
+// the part with the worst overall verdict for everything else. One fold for both composites.
+struct DecidingParts {
+  std::size_t algebra = 0, bias = 0, variance = 0, overall = 0;
+};
+
+template <class Part>
+DecidingParts deciding_parts(const std::vector<Part>& parts, const CaseResult& (*result_of)(const Part&)) {
+  const auto worst_of = [&](auto verdict_of) {
+    std::size_t best = 0;
+    for (std::size_t i = 1; i < parts.size(); ++i)
+      if (stats::worst(verdict_of(result_of(parts[i])), verdict_of(result_of(parts[best]))) !=
+          verdict_of(result_of(parts[best])))
+        best = i;
+    return best;
+  };
+  return {worst_of([](const CaseResult& r) { return r.algebra.verdict; }),
+          worst_of([](const CaseResult& r) { return r.bias.verdict; }),
+          worst_of([](const CaseResult& r) { return r.variance.verdict; }),
+          worst_of([](const CaseResult& r) { return r.verdict; })};
+}
+
+// The work a part did, added to the composite's (replicates and the phases' seconds; the
+// wall time is the caller's).
+void add_work(CaseResult& out, const CaseResult& part) {
+  out.replicates += part.replicates;
+  out.runtime.kernel_seconds += part.runtime.kernel_seconds;
+  out.runtime.draw_seconds += part.runtime.draw_seconds;
+  out.runtime.observe_seconds += part.runtime.observe_seconds;
+  out.runtime.stats_seconds += part.runtime.stats_seconds;
+}
+
+const CaseResult& itself(const CaseResult& r) { return r; }
+const CaseResult& second_of(const std::pair<std::string, CaseResult>& p) { return p.second; }
 
 SweepPoint point_of(const std::string& name, const std::string& probe_text, const CaseResult& r) {
   SweepPoint p;
@@ -416,16 +449,7 @@ CaseResult run_backward(const contract::TestCase& tc_in, const kernels::Registry
     base.gradients.push_back(std::move(p));
     runs.push_back(std::move(r));
   }
-  const auto worst_of = [&](auto verdict_of) {
-    std::size_t best = 0;
-    for (std::size_t i = 1; i < runs.size(); ++i)
-      if (severity(verdict_of(runs[i])) > severity(verdict_of(runs[best]))) best = i;
-    return best;
-  };
-  const auto a = worst_of([](const CaseResult& r) { return r.algebra.verdict; });
-  const auto b = worst_of([](const CaseResult& r) { return r.bias.verdict; });
-  const auto v = worst_of([](const CaseResult& r) { return r.variance.verdict; });
-  const auto o = worst_of([](const CaseResult& r) { return r.verdict; });
+  const auto [a, b, v, o] = deciding_parts(runs, itself);
   CaseResult out = std::move(base);
   out.algebra = runs[a].algebra;
   out.bias = runs[b].bias;
@@ -443,13 +467,7 @@ CaseResult run_backward(const contract::TestCase& tc_in, const kernels::Registry
   out.output_shape = runs[o].output_shape;
   out.nonfinite = runs[b].nonfinite;
   out.runtime.batch = runs[o].runtime.batch;
-  for (const auto& r : runs) {
-    out.replicates += r.replicates;
-    out.runtime.kernel_seconds += r.runtime.kernel_seconds;
-    out.runtime.draw_seconds += r.runtime.draw_seconds;
-    out.runtime.observe_seconds += r.runtime.observe_seconds;
-    out.runtime.stats_seconds += r.runtime.stats_seconds;
-  }
+  for (const auto& r : runs) add_work(out, r);
   out.gradient_decided_by = {{"algebra", names[a]}, {"bias", names[b]}, {"variance", names[v]}, {"overall", names[o]}};
   finish(out, t0);
   return out;
@@ -483,16 +501,7 @@ CaseResult run_case(const contract::TestCase& tc, const kernels::Registry& regis
       throw std::runtime_error("sweep setting '" + s.name + "': " + e.what());
     }
   }
-  const auto worst_of = [&](auto verdict_of) {
-    std::size_t best = 0;
-    for (std::size_t i = 1; i < runs.size(); ++i)
-      if (severity(verdict_of(runs[i].second)) > severity(verdict_of(runs[best].second))) best = i;
-    return best;
-  };
-  const auto a = worst_of([](const CaseResult& r) { return r.algebra.verdict; });
-  const auto b = worst_of([](const CaseResult& r) { return r.bias.verdict; });
-  const auto v = worst_of([](const CaseResult& r) { return r.variance.verdict; });
-  const auto o = worst_of([](const CaseResult& r) { return r.verdict; });
+  const auto [a, b, v, o] = deciding_parts(runs, second_of);
   CaseResult out = runs[o].second;
   out.algebra = runs[a].second.algebra;
   out.bias = runs[b].second.bias;
@@ -505,12 +514,8 @@ CaseResult run_case(const contract::TestCase& tc, const kernels::Registry& regis
       out.runtime.stats_seconds = 0.0;
   for (std::size_t i = 0; i < runs.size(); ++i) {
     const auto& r = runs[i].second;
-    out.replicates += r.replicates;
+    add_work(out, r);
     out.runtime.seconds += r.runtime.seconds;
-    out.runtime.kernel_seconds += r.runtime.kernel_seconds;
-    out.runtime.draw_seconds += r.runtime.draw_seconds;
-    out.runtime.observe_seconds += r.runtime.observe_seconds;
-    out.runtime.stats_seconds += r.runtime.stats_seconds;
     out.sweep.push_back(point_of(runs[i].first, i == 0 ? std::string() : tc.sweep[i - 1].probe_text, r));
   }
   // A non-finite value stops the bias gate's own run: report the one behind the bias result
