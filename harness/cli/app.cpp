@@ -166,11 +166,15 @@ void prepare_process(const CLI::App& app, int argc, char** argv, const GlobalOpt
   // Python variants join after the plugins: a variant of a plugin's family needs the family
   // (issue 33; they joined before parsing and a plugin family was "not registered").
   if (front_end.extend) {
+    bool loads_case_plugins = false;
+    for (const char* name : {"run", "suite", "nightly", "controls-doc"}) loads_case_plugins |= app.got_subcommand(name);
     try {
-      front_end.extend(registry);
+      front_end.extend(registry, !loads_case_plugins);
     } catch (const std::exception& e) {
       throw kcert::cli::InputError(e.what());
     }
+    // A variant of a family a case file's `plugins:` brings joins once those are loaded.
+    if (loads_case_plugins) policy.after_case_plugins = [&front_end](kcert::kernels::Registry& r) { front_end.extend(r, true); };
   }
   if (front_end.python.empty()) {
     policy.python = kcert::runner::find_python_route();

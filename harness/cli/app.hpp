@@ -12,10 +12,12 @@ namespace kcert::cli {
 
 // What a front end other than the kcert binary adds to the command line.
 struct FrontEnd {
-  // Called once the built-in families are registered, before the command line is parsed (so
-  // `list` shows what it adds) and before plugins load: adds the front end's own variants.
-  // A std::exception it throws is a usage error (exit 2), printed with its message.
-  std::function<void(kernels::Registry&)> extend;
+  // Adds the front end's own families and variants. Called once the command line's plugins are
+  // loaded, with `final` false when the command may still load a case file's `plugins:` (run,
+  // suite, nightly, controls-doc): a variant of a family no plugin has registered yet then
+  // waits, and the call after the case files' plugins load (`final` true) adds it or refuses
+  // it. A std::exception it throws is bad input (exit 2), printed with its message.
+  std::function<void(kernels::Registry&, bool final)> extend;
   // The command a spawned worker runs, up to the global options (runner::Isolation::worker);
   // empty: this executable.
   std::vector<std::string> worker;

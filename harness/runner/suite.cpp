@@ -117,6 +117,15 @@ std::vector<contract::TestCase> load_cases(const std::vector<std::string>& given
       refuse(f, e.what());
     }
   }
+  if (policy.after_case_plugins) {
+    try {
+      policy.after_case_plugins(registry);
+    } catch (const InputError&) {
+      throw;
+    } catch (const std::exception& e) {
+      throw InputError(e.what());
+    }
+  }
   testcase::FamilySchemas schemas;
   for (const auto& name : registry.family_names()) schemas.emplace(name, registry.family(name).schema());
   if (files.empty()) throw InputError("no test cases found (looked for *.yaml and *.yml in the given paths)");

@@ -42,6 +42,10 @@ struct SuitePolicy {
   // How Python kernels run here (runner/python_route.hpp): the kcert binary's route, or the
   // Python front end's own interpreter.
   PythonRoute python;
+  // Called once the case files' plugins are loaded, before their cases are read: the Python
+  // front end adds its variants of families those plugins registered (empty: nothing to add).
+  // A std::exception it throws is bad input.
+  std::function<void(kernels::Registry&)> after_case_plugins;
 };
 
 // A line the run has to tell its user (a plugin loaded, the installed controls used); the

@@ -277,16 +277,27 @@ PYBIND11_MODULE(_C, m) {
         front_end.worker = std::move(worker);
         front_end.default_isolation_process = "spawn";
         front_end.python = front_end.worker;
-        front_end.extend = [&pending, &pending_families](kcert::kernels::Registry& registry) {
+        // Families once; a variant as soon as its family is registered (a plugin's family may
+        // come with a case file's `plugins:`, after the command line's plugins), and refused
+        // when its family is still unknown at the final call.
+        bool families_added = false;
+        front_end.extend = [&pending, &pending_families, &families_added](kcert::kernels::Registry& registry, bool final) {
           // Families first: a file's variants may belong to its own family.
           for (const auto& pf : pending_families) {
+            if (families_added) break;
             try {
               registry.add_family(family_of(pf));
             } catch (const std::invalid_argument& e) {  // "family 'x' is already registered"
               throw std::invalid_argument(pf.origin + ": " + e.what());
             }
           }
-          for (const auto& pv : pending) {
+          families_added = true;
+          for (auto it = pending.begin(); it != pending.end();) {
+            const auto& pv = *it;
+            if (!final && registry.find_family(pv.family) == nullptr) {
+              ++it;
+              continue;
+            }
             kcert::kernels::Variant v{{pv.name, pv.version, pv.description, pv.params}, kernel_of(pv), {}, pv.unavailable};
             v.schema.exact = pv.exact;
             try {
@@ -298,6 +309,7 @@ PYBIND11_MODULE(_C, m) {
               throw std::invalid_argument(pv.origin + ": " + e.what());
             }
             registry.stamp_origin(pv.family, pv.name, pv.version, pv.origin);
+            it = pending.erase(it);
           }
         };
         std::vector<char*> argv;

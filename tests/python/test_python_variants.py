@@ -125,10 +125,13 @@ FAMILY_PLUGIN = os.environ.get("KCERT_FAMILY_PLUGIN")
 
 @pytest.mark.skipif(not FAMILY_PLUGIN, reason="KCERT_FAMILY_PLUGIN (tests/plugin/family_plugin.cpp) is not set")
 @pytest.mark.parametrize("isolation", ["none", "all"])
-def test_a_python_variant_joins_a_plugin_s_family(tmp_path, isolation):
+@pytest.mark.parametrize("named_by", ["--plugin", "case file"])
+def test_a_python_variant_joins_a_plugin_s_family(tmp_path, isolation, named_by):
     # A plugin registers plugin_rmsnorm (the built-in rmsnorm under another name); a Python
     # variant joins it. The variants joined before the plugins were loaded, so the family was
-    # "not registered", in process and in the spawned worker alike (issue 33).
+    # "not registered", in process and in the spawned worker alike (issue 33); and a plugin
+    # named by the case file's `plugins:` loads only when its case file is read, after the
+    # command line's: the variant waits for it.
     kernels = tmp_path / "plugin_family_kernels.py"
     kernels.write_text(
         "import torch\n"
@@ -139,9 +142,14 @@ def test_a_python_variant_joins_a_plugin_s_family(tmp_path, isolation):
         "    gain = p.round_w(p.up(inputs['w']) + 1.0)\n"
         "    return p.round_w(u * torch.rsqrt(u.pow(2).mean(-1, keepdim=True) + params['eps']) * p.up(gain))\n")
     case = tmp_path / "n1_plugin_family.yaml"
-    case.write_text(with_variants(N1.read_text(), "gemma", "py_gemma_offset_in_w").replace("family: rmsnorm", "family: plugin_rmsnorm"))
+    text = with_variants(N1.read_text(), "gemma", "py_gemma_offset_in_w").replace("family: rmsnorm", "family: plugin_rmsnorm")
+    plugin = ["--plugin", FAMILY_PLUGIN]
+    if named_by == "case file":
+        text = f"plugins: [{FAMILY_PLUGIN}]\n" + text
+        plugin = ["--allow-case-plugins"]
+    case.write_text(text)
     out = tmp_path / "r.json"
-    p = subprocess.run([sys.executable, "-m", "kcert", "--python", str(kernels), "--plugin", FAMILY_PLUGIN, "run", str(case),
+    p = subprocess.run([sys.executable, "-m", "kcert", "--python", str(kernels), *plugin, "run", str(case),
                         "--profile", "smoke", "--quiet", "--brief", "--isolation", isolation, "--json", str(out)],
                        capture_output=True, text=True)
     assert p.returncode == 1, p.stdout + p.stderr  # N1's defect FAILs the bias gate
@@ -190,6 +198,11 @@ def test_a_variant_of_an_unknown_family_is_refused(tmp_path):
     assert r.returncode == 2
     assert "names family 'rmsnrom', which is not registered" in r.stderr
     assert "rmsnorm" in r.stderr  # the families it could have meant
+    # A command that reads case files waits for their plugins' families, then refuses it the same way.
+    r = subprocess.run([sys.executable, "-m", "kcert", "--python", str(bad), "run", str(N1), "--profile", "smoke", "--quiet"],
+                       capture_output=True, text=True)
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert "names family 'rmsnrom', which is not registered" in r.stderr
 
 
 def test_a_python_file_others_can_write_is_refused(tmp_path):
