@@ -1,9 +1,7 @@
 #include "harness/report/html.hpp"
 
 #include <fcntl.h>
-#include <spawn.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -23,17 +21,16 @@
 #include "harness/report/tables.hpp"
 #include "harness/stats/verdict.hpp"
 #include "harness/text/escape.hpp"
-#include "harness/runner/isolated.hpp"
 #include "eval/falsifiability.hpp"
 #include "harness/stats/format.hpp"
 #include "harness/stats/gpd.hpp"
 #include "harness/store/environment.hpp"
 #include "harness/store/json.hpp"
 #include "harness/store/json_text.hpp"
+#include "harness/io/process.hpp"
 #include "harness/io/regular_file.hpp"
 #include "harness/store/postgres.hpp"
 
-extern char** environ;
 
 namespace kcert::report {
 
@@ -216,34 +213,15 @@ bool run_gnuplot(const fs::path& dir, const std::string& script, const std::stri
     why = "gnuplot could not be started in " + folder + ": " + std::strerror(errno);
     return false;
   }
-  int in[2];
-  if (::pipe2(in, O_CLOEXEC) != 0) {
-    why = std::string("gnuplot could not be started: pipe: ") + std::strerror(errno);
-    ::close(dir_fd);
-    return false;
-  }
   // gnuplot's own words (warnings about a series, its errors) go to the log in the plots
   // folder, not to the console of a nightly (issue 32); an empty log is removed.
   // Read and write: its last line is read back for the reason of a failure.
   const int log_fd = ::openat(dir_fd, log.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644);
   if (log_fd < 0) {
     why = "gnuplot could not be started in " + folder + ": " + log + ": " + std::strerror(errno);
-    ::close(in[0]);
-    ::close(in[1]);
     ::close(dir_fd);
     return false;
   }
-  pid_t pid = 0;
-  char* argv[] = {const_cast<char*>("gnuplot"), nullptr};
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_adddup2(&actions, in[0], STDIN_FILENO);
-  posix_spawn_file_actions_adddup2(&actions, log_fd, STDOUT_FILENO);
-  posix_spawn_file_actions_adddup2(&actions, log_fd, STDERR_FILENO);
-  posix_spawn_file_actions_addfchdir_np(&actions, dir_fd);
-  const int rc = posix_spawnp(&pid, "gnuplot", &actions, nullptr, argv, environ);
-  posix_spawn_file_actions_destroy(&actions);
-  ::close(in[0]);
   // After the run: the log's last line for a failure, and an empty log removed.
   auto finish_log = [&]() {
     std::string last;
@@ -262,21 +240,28 @@ bool run_gnuplot(const fs::path& dir, const std::string& script, const std::stri
     ::close(dir_fd);
     return last;
   };
-  if (rc != 0) {
+  io::ProcessSpec spec;
+  spec.argv = {"gnuplot"};
+  spec.search_path = true;
+  spec.input = script + "\nexit\n";
+  spec.output_fd = log_fd;
+  spec.directory_fd = dir_fd;
+  io::ProcessOutcome o;
+  try {
+    o = io::run_process(spec);
+  } catch (const std::runtime_error& e) {
     finish_log();
-    ::close(in[1]);
-    why = rc == ENOENT ? "gnuplot is not installed (apt-get install gnuplot-nox); the pages carry the numbers without plots"
-                       : "gnuplot could not be started in " + folder + ": " + std::strerror(rc);
+    why = std::string("gnuplot could not be started: ") + e.what();
     return false;
   }
-  // A gnuplot that dies early must not take kcert with it (its exit status says why).
-  runner::write_all_ignoring_sigpipe(in[1], script + "\nexit\n");
-  ::close(in[1]);
-  int status = 0;
-  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-  }
   const std::string last = finish_log();
-  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+  if (o.start_error != 0) {
+    why = o.start_error == ENOENT
+              ? "gnuplot is not installed (apt-get install gnuplot-nox); the pages carry the numbers without plots"
+              : "gnuplot could not be started in " + folder + ": " + std::strerror(o.start_error);
+    return false;
+  }
+  if (o.exit_status != 0) {
     why = "gnuplot failed on the plots of " + folder;
     if (!last.empty()) why += " (" + text::terminal_safe(last) + "; the whole of it in " + log + ")";
     return false;

@@ -1,28 +1,20 @@
 #include "harness/runner/python_route.hpp"
 
-#include <fcntl.h>
-#include <poll.h>
-#include <signal.h>
-#include <spawn.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <nlohmann/json.hpp>
 
 #include <cerrno>
-#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <set>
 #include <stdexcept>
-#include <thread>
 
+#include "harness/io/process.hpp"
 #include "harness/runner/isolated.hpp"
 #include "harness/runner/errors.hpp"
-
-extern char** environ;
 
 namespace kcert::runner {
 
@@ -41,96 +33,25 @@ struct Captured {
 };
 
 // Runs argv with stdin from /dev/null, both outputs read (bounded) until EOF or the deadline;
-// the process group is killed at the deadline.
+// the process group is killed when it is done or at the deadline (io/process.hpp).
 Captured run_captured(const std::vector<std::string>& command, double seconds) {
-  int out[2], err[2];
-  if (::pipe2(out, O_CLOEXEC) != 0) throw InputError(std::string("cannot create a pipe: ") + std::strerror(errno));
-  if (::pipe2(err, O_CLOEXEC) != 0) {
-    const int e = errno;
-    ::close(out[0]);
-    ::close(out[1]);
-    throw InputError(std::string("cannot create a pipe: ") + std::strerror(e));
+  io::ProcessSpec spec;
+  spec.argv = command;
+  spec.seconds = seconds;
+  spec.max_read = kMaxDescription;
+  io::ProcessOutcome o;
+  try {
+    o = io::run_process(spec);
+  } catch (const std::runtime_error& e) {
+    throw InputError(e.what());
   }
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_addopen(&actions, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
-  posix_spawn_file_actions_adddup2(&actions, out[1], STDOUT_FILENO);
-  posix_spawn_file_actions_adddup2(&actions, err[1], STDERR_FILENO);
-  posix_spawnattr_t attr;
-  posix_spawnattr_init(&attr);
-  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP);
-  posix_spawnattr_setpgroup(&attr, 0);
-  std::vector<std::string> args = command;
-  std::vector<char*> argv;
-  for (auto& a : args) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  pid_t pid = 0;
-  const int rc = ::posix_spawn(&pid, args.front().c_str(), &actions, &attr, argv.data(), environ);
-  posix_spawn_file_actions_destroy(&actions);
-  posix_spawnattr_destroy(&attr);
-  ::close(out[1]);
-  ::close(err[1]);
+  if (o.start_error != 0) throw InputError("cannot start " + command.front() + ": " + std::strerror(o.start_error));
   Captured c;
-  if (rc != 0) {
-    ::close(out[0]);
-    ::close(err[0]);
-    throw InputError("cannot start " + args.front() + ": " + std::strerror(rc));
-  }
-  using clock = std::chrono::steady_clock;
-  const auto deadline = clock::now() + std::chrono::duration_cast<clock::duration>(std::chrono::duration<double>(seconds));
-  pollfd fds[2] = {{out[0], POLLIN, 0}, {err[0], POLLIN, 0}};
-  std::string* sinks[2] = {&c.out, &c.err};
-  int open_fds = 2;
-  bool timed_out = false, exited = false;
-  int status = 0;
-  // Once the child has exited, what it wrote is in the pipes: a grandchild that inherited them
-  // (and keeps them open) must not hold the description until the deadline.
-  auto drained_by = deadline;
-  while (open_fds > 0) {
-    if (!exited && ::waitpid(pid, &status, WNOHANG) == pid) {
-      exited = true;
-      drained_by = std::min(deadline, clock::now() + std::chrono::seconds(2));
-    }
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>((exited ? drained_by : deadline) - clock::now()).count();
-    if (left <= 0) {
-      timed_out = !exited;
-      break;
-    }
-    const int n = ::poll(fds, 2, static_cast<int>(std::min<long long>(left, 100)));
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) break;
-    for (int i = 0; i < 2; ++i) {
-      if (fds[i].fd < 0 || !(fds[i].revents & (POLLIN | POLLHUP | POLLERR))) continue;
-      char buf[1 << 16];
-      const ssize_t k = ::read(fds[i].fd, buf, sizeof buf);
-      if (k < 0 && (errno == EINTR || errno == EAGAIN)) continue;
-      if (k <= 0) {
-        ::close(fds[i].fd);
-        fds[i].fd = -1;
-        --open_fds;
-        continue;
-      }
-      // Beyond the bound the rest is read and dropped, so the child never blocks on a full pipe.
-      if (sinks[i]->size() < kMaxDescription) sinks[i]->append(buf, static_cast<std::size_t>(k));
-    }
-  }
-  for (auto& f : fds) {
-    if (f.fd >= 0) ::close(f.fd);
-  }
-  // Both pipes closed: the child is on its way out; its status is what it says.
-  while (!exited && !timed_out) {
-    const pid_t w = ::waitpid(pid, &status, WNOHANG);
-    if (w == pid) exited = true;
-    else if (w < 0 && errno != EINTR) break;
-    else if (clock::now() >= deadline) timed_out = true;
-    else std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
-  ::kill(-pid, SIGKILL);  // the group: nothing the import started outlives the description
-  while (!exited && ::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-  }
-  if (timed_out) c.ended = "did not finish within " + std::to_string(static_cast<int>(seconds)) + " s";
-  else if (WIFEXITED(status)) c.status = WEXITSTATUS(status);
-  else if (WIFSIGNALED(status)) c.ended = std::string("was killed by signal ") + std::to_string(WTERMSIG(status));
+  c.out = std::move(o.out);
+  c.err = std::move(o.err);
+  c.status = o.exit_status;
+  if (o.timed_out) c.ended = "did not finish within " + std::to_string(static_cast<int>(seconds)) + " s";
+  else if (o.signal != 0) c.ended = std::string("was killed by signal ") + std::to_string(o.signal);
   return c;
 }
 
