@@ -1,5 +1,7 @@
 #include "harness/engine/result_wire.hpp"
 
+#include "harness/gates/description.hpp"
+
 #include <cstdint>
 #include <cstring>
 #include <map>
@@ -19,7 +21,7 @@ constexpr std::uint32_t kMagic = 0x6b637277;  // "kcrw"
 class Writer {
  public:
   template <class... T>
-  void operator()(T&... fields) {
+  void operator()(T&&... fields) {
     (item(fields), ...);
   }
   std::string out;
@@ -33,7 +35,7 @@ class Reader {
  public:
   explicit Reader(std::string_view in) : in_(in) {}
   template <class... T>
-  void operator()(T&... fields) {
+  void operator()(T&&... fields) {
     (item(fields), ...);
   }
   bool at_end() const { return pos_ == in_.size(); }
@@ -56,13 +58,13 @@ class Reader {
   std::size_t pos_ = 0;
 };
 
-// The field lists. Every struct a CaseResult holds (its test case aside) has one.
+// The field lists. Every struct a CaseResult holds (its test case aside) has one: here, or its
+// description (gates/description.hpp), which the result document's writer and reader share.
 template <class A> void fields(A& a, gates::Location& l) { a(l.replicate, l.element, l.index, l.bucket); }
 template <class A> void fields(A& a, gates::NonFinite& n) { a(n.side, n.value, n.where); }
 template <class A> void fields(A& a, gates::AlgebraResult& r) {
   a(r.verdict, r.replicates, r.tolerance, r.worst_discrepancy, r.worst, r.reason, r.applicable);
 }
-template <class A> void fields(A& a, gates::BucketReport::SideBias& s) { a(s.mean, s.z, s.ulp_effect, s.verdict); }
 template <class A> void fields(A& a, gates::BucketReport& b) {
   a(b.bucket, b.direction, b.z, b.effect, b.ulp_effect, b.mean, b.sd, b.scale, b.ulp, b.verdict, b.has_sides, b.ref_error,
     b.prod_error, b.attributed);
@@ -85,22 +87,13 @@ template <class A> void fields(A& a, stats::VarianceSettings& s) {
 template <class A> void fields(A& a, stats::KhatSummary& k) {
   a(k.count, k.zeros, k.infinite, k.zero_fraction, k.q50, k.q90, k.q99, k.max);
 }
-template <class A> void fields(A& a, stats::GpdFit& f) { a(f.xi, f.sigma, f.log_likelihood, f.at_lower_bound, f.at_upper_bound, f.n); }
 template <class A> void fields(A& a, stats::HeavyTailCheck& h) {
   a(h.tested, h.xi_free, h.lr, h.cut, h.rejected, h.U_clipped, h.U_unclipped, h.model_matters, h.bounded_q, h.bounded_xi,
     h.bounded_lr, h.bounded_cut);
 }
-template <class A> void fields(A& a, stats::ThinTailBound& b) {
-  a(b.u, b.exceedances, b.mean_excess, b.sigma_upper, b.zeta_upper, b.U, b.supported_horizon, b.unseen_event_horizon);
-}
-// A field added to ThinTailBound must be added above too (this breaks the build until it is).
-static_assert(sizeof(stats::ThinTailBound) == 8 * sizeof(double), "ThinTailBound changed: update its wire fields");
 template <class A> void fields(A& a, stats::TailAnalysis& t) {
   a(t.settings, t.khat, t.mode, t.u, t.n_exc, t.zeta, t.free_fit, t.clipped_fit, t.r_t, t.lower, t.se, t.bootstrap_used, t.U,
     t.thin, t.boundary_fit, t.tail_q, t.heavy, t.verdict, t.reason);
-}
-template <class A> void fields(A& a, gates::VarianceEvidence& e) {
-  a(e.replicates, e.events, e.exceedances, e.horizon, e.reaches_horizon, e.unseen_event_horizon);
 }
 template <class A> void fields(A& a, stats::SelectionCounts& c) {
   a(c.decisions, c.near_ties, c.flips_prod, c.flips_ref, c.flips_prod_only, c.flips_ref_only);
@@ -111,7 +104,6 @@ template <class A> void fields(A& a, stats::SelectionTest& t) {
 template <class A> void fields(A& a, gates::VarianceResult& v) {
   a(v.verdict, v.tail, v.looks, v.stop, v.unstable, v.evidence, v.selection, v.reason, v.khat);
 }
-template <class A> void fields(A& a, gates::BaselineCheck& b) { a(b.flagged, b.fraction, b.first_value); }
 template <class A> void fields(A& a, gates::Baselines& b) { a(b.assert_close, b.flash_attention, b.dynamo_fp64); }
 template <class A> void fields(A& a, numerics::MathModes& m) {
   a(m.tf32_matmul, m.tf32_cudnn, m.bf16_reduced_precision_reduction, m.fp16_reduced_precision_reduction,
@@ -152,10 +144,14 @@ template <class T> struct is_pair : std::false_type {};
 template <class A, class B> struct is_pair<std::pair<A, B>> : std::true_type {};
 template <class T> struct is_map : std::false_type {};
 template <class K, class V> struct is_map<std::map<K, V>> : std::true_type {};
+template <class T> struct is_named : std::false_type {};
+template <class T> struct is_named<gates::Named<T>> : std::true_type {};
 
 template <class T>
 void Writer::item(T& v) {
-  if constexpr (std::is_arithmetic_v<T> || std::is_enum_v<T>) {
+  if constexpr (is_named<T>::value) {
+    item(v.value);  // the wire sends values in description order; names are the document's
+  } else if constexpr (std::is_arithmetic_v<T> || std::is_enum_v<T>) {
     out.append(reinterpret_cast<const char*>(&v), sizeof v);
   } else if constexpr (std::is_same_v<T, std::string>) {
     std::uint64_t n = v.size();
@@ -180,6 +176,8 @@ void Writer::item(T& v) {
   } else if constexpr (is_pair<T>::value) {
     item(v.first);
     item(v.second);
+  } else if constexpr (gates::is_described_v<T>) {
+    gates::describe(*this, v);
   } else {
     fields(*this, v);
   }
@@ -187,7 +185,9 @@ void Writer::item(T& v) {
 
 template <class T>
 void Reader::item(T& v) {
-  if constexpr (std::is_same_v<T, bool>) {
+  if constexpr (is_named<T>::value) {
+    item(v.value);
+  } else if constexpr (std::is_same_v<T, bool>) {
     unsigned char b = 0;
     take(&b, 1);
     if (b > 1) throw std::runtime_error("malformed result: a flag is neither 0 nor 1");
@@ -239,6 +239,8 @@ void Reader::item(T& v) {
   } else if constexpr (is_pair<T>::value) {
     item(v.first);
     item(v.second);
+  } else if constexpr (gates::is_described_v<T>) {
+    gates::describe(*this, v);
   } else {
     fields(*this, v);
   }

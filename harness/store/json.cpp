@@ -1,4 +1,6 @@
 #include "harness/store/json.hpp"
+
+#include "harness/store/described_json.hpp"
 #include "harness/store/json_text.hpp"
 
 #include "harness/numerics/process_policy.hpp"
@@ -30,23 +32,12 @@ nlohmann::json json_number(double v) {
   return v;
 }
 
-nlohmann::json to_json(const stats::GpdFit& fit) {
-  return {{"xi", json_number(fit.xi)},
-          {"sigma", json_number(fit.sigma)},
-          {"log_likelihood", json_number(fit.log_likelihood)},
-          {"at_lower_bound", fit.at_lower_bound},
-          {"at_upper_bound", fit.at_upper_bound},
-          {"n", fit.n}};
-}
+nlohmann::json to_json(const stats::GpdFit& fit) { return described_json(fit); }
 
 nlohmann::json to_json(const gates::VarianceEvidence& e) {
-  return {{"sample", "stopped"},
-          {"replicates", e.replicates},
-          {"events", e.events},
-          {"exceedances", e.exceedances},
-          {"horizon", json_number(e.horizon)},
-          {"reaches_horizon", e.reaches_horizon},
-          {"unseen_event_horizon", json_number(e.unseen_event_horizon)}};
+  auto j = described_json(e);
+  j["sample"] = "stopped";  // the sample the stopping rule ended on (documents always said so)
+  return j;
 }
 
 nlohmann::json to_json(const stats::TailAnalysis& a) {
@@ -78,15 +69,7 @@ nlohmann::json to_json(const stats::TailAnalysis& a) {
   j["U"] = json_number(a.U);
   // What U is: a one-sided bound on r_T at `level` (fitted), else the rule that set it.
   j["U_kind"] = fitted ? "profile_likelihood_upper_bound" : a.thin ? "exponential_upper_bound" : "rule";
-  j["thin_bound"] = a.thin ? nlohmann::json{{"u", json_number(a.thin->u)},
-                                           {"exceedances", a.thin->exceedances},
-                                           {"mean_excess", json_number(a.thin->mean_excess)},
-                                           {"sigma_upper", json_number(a.thin->sigma_upper)},
-                                           {"zeta_upper", json_number(a.thin->zeta_upper)},
-                                           {"U", json_number(a.thin->U)},
-                                           {"supported_horizon", json_number(a.thin->supported_horizon)},
-                                           {"unseen_event_horizon", json_number(a.thin->unseen_event_horizon)}}
-                           : nlohmann::json(nullptr);
+  j["thin_bound"] = a.thin ? described_json(*a.thin) : nlohmann::json(nullptr);
   j["boundary_fit"] = a.boundary_fit;
   j["tail_q"] = fitted ? json_number(a.tail_q) : nlohmann::json(nullptr);
   if (a.heavy.tested) {
@@ -140,10 +123,7 @@ nlohmann::json to_json(const gates::Location& l) {
   return {{"replicate", l.replicate}, {"element", l.element}, {"index", l.index}, {"bucket", l.bucket}};
 }
 
-nlohmann::json to_json(const gates::BucketReport::SideBias& e) {
-  return {{"mean", json_number(e.mean)}, {"z", json_number(e.z)}, {"ulp_effect", json_number(e.ulp_effect)},
-          {"verdict", verdict(e.verdict)}};
-}
+nlohmann::json to_json(const gates::BucketReport::SideBias& e) { return described_json(e); }
 
 nlohmann::json to_json(const gates::BucketReport& b) {
   nlohmann::json j = {{"bucket", b.bucket}, {"direction", b.direction}, {"z", json_number(b.z)},
@@ -273,12 +253,9 @@ nlohmann::json to_json(const engine::CaseResult& r) {
   } else {
     j["nonfinite"] = nullptr;
   }
-  const auto baseline = [](const gates::BaselineCheck& b) {
-    return nlohmann::json{{"flagged", b.flagged}, {"fraction", json_number(b.fraction)}, {"first_value", json_number(b.first_value)}};
-  };
-  j["baselines"] = {{"assert_close", baseline(r.baselines.assert_close)},
-                    {"flash_attention", baseline(r.baselines.flash_attention)},
-                    {"dynamo_fp64", baseline(r.baselines.dynamo_fp64)}};
+  j["baselines"] = {{"assert_close", described_json(r.baselines.assert_close)},
+                    {"flash_attention", described_json(r.baselines.flash_attention)},
+                    {"dynamo_fp64", described_json(r.baselines.dynamo_fp64)}};
   j["expected"] = expectation_json(tc.expected);
   j["unexpected"] = r.unexpected;
   // A swept case: every probe setting's verdicts and which setting decided each gate; the
