@@ -15,6 +15,7 @@
 #include "harness/cli/flag_checks.hpp"
 #include "harness/cli/list_command.hpp"
 #include "harness/cli/report_command.hpp"
+#include "harness/runner/isolated.hpp"
 #include "harness/runner/resources.hpp"
 #include "harness/runner/spawn.hpp"
 #include "harness/runner/suite.hpp"
@@ -186,10 +187,21 @@ void prepare_process(const CLI::App& app, int argc, char** argv, const GlobalOpt
   for (const auto& f : o.python_files) kcert::runner::describe_python_file(f, policy.python, registry, kcert::cli::print_note);
 }
 
+// A spawned worker that fails before it reads its case (a plugin or a Python file that does
+// not load in the worker) answers its parent over the result wire with the reason, so that the
+// case's ERROR says why instead of "exited with status 2 before returning a result"; it then
+// exits 0, as serve_worker does after an error it could send. Returns whether it was told.
+bool told_parent(const CLI::App& app, const std::string& what) {
+  if (!app.got_subcommand("worker")) return false;
+  return kcert::runner::write_message(3, kcert::runner::error_message("kcert worker: " + what));
+}
+
 // Parses and runs; every error becomes one `kcert: error:` line and exit status 2.
 int parse_and_run(CLI::App& app, int argc, char** argv) {
+  std::string error;
   try {
     app.parse(argc, argv);
+    return kcert::cli::exit_ok;
   } catch (const CLI::ParseError& e) {
     // A mistyped subcommand or option gets the closest real ones ("did you mean"), instead of
     // CLI11's "A subcommand is required" or "argument was not expected".
@@ -206,20 +218,17 @@ int parse_and_run(CLI::App& app, int argc, char** argv) {
   } catch (const kcert::cli::ExitWith& e) {
     return e.code;
   } catch (const kcert::cli::InputError& e) {
-    std::cerr << "kcert: error: " << kcert::text::terminal_safe(e.what()) << "\n";
-    return kcert::cli::exit_input_error;
+    error = std::string("error: ") + e.what();
   } catch (const kcert::store::WriteError& e) {
     // A full disk, a read-only folder: the OS's reason, not an "internal error".
-    std::cerr << "kcert: error: cannot write " << kcert::text::terminal_safe(e.what()) << "\n";
-    return kcert::cli::exit_input_error;
+    error = std::string("error: cannot write ") + e.what();
   } catch (const kcert::cli::UsageError& e) {
-    std::cerr << "kcert: error: " << kcert::text::terminal_safe(e.what()) << "\n";
-    return kcert::cli::exit_input_error;
+    error = std::string("error: ") + e.what();
   } catch (const std::exception& e) {
-    std::cerr << "kcert: internal error: " << kcert::text::terminal_safe(e.what()) << "\n";
-    return kcert::cli::exit_input_error;
+    error = std::string("internal error: ") + e.what();
   }
-  return kcert::cli::exit_ok;
+  std::cerr << "kcert: " << kcert::text::terminal_safe(error) << "\n";
+  return told_parent(app, error) ? kcert::cli::exit_ok : kcert::cli::exit_input_error;
 }
 
 }  // namespace

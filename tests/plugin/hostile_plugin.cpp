@@ -8,6 +8,9 @@
 #include <chrono>
 #include <cstdint>
 #include <cstdlib>
+#include <fstream>
+#include <stdexcept>
+#include <string>
 #include <thread>
 
 #include <fcntl.h>
@@ -40,9 +43,22 @@ void add(kcert::kernels::Registry& registry, const char* name, const char* doc, 
   registry.add_variant("rmsnorm", {{name, "", doc, kParams}, std::move(fn)});
 }
 
+// Whether this process is a spawned `kcert worker` (its command line holds the word).
+bool in_worker() {
+  std::ifstream in("/proc/self/cmdline");
+  for (std::string arg; std::getline(in, arg, '\0');) {
+    if (arg == "worker") return true;
+  }
+  return false;
+}
+
 }  // namespace
 
 KCERT_PLUGIN_REGISTER(registry) {
+  // A plugin that loads in kcert but not in a spawned worker (a library only the parent's
+  // environment finds, say): the worker's reason must reach the case's ERROR.
+  if (std::getenv("KCERT_HOSTILE_FAIL_IN_WORKER") && in_worker())
+    throw std::runtime_error("this plugin refuses to load in a worker (KCERT_HOSTILE_FAIL_IN_WORKER)");
   add(registry, "hostile_ok", "a correct one-pass RMSNorm", rmsnorm);
   add(registry, "hostile_segv", "writes through a wild pointer", [](const KernelInputs&, const Precision&, const ParamMap&) -> torch::Tensor {
     *reinterpret_cast<volatile int*>(std::uintptr_t{16}) = 1;

@@ -178,6 +178,22 @@ fi
 # Steps 4 and 5 check how plugin files are loaded, which does not depend on how children are
 # made: the fork run checks them, the spawn run stops here (issue 50: the quick loop).
 if [[ $PROCESS == spawn ]]; then
+  # A plugin that loads here but not in the worker: the case's ERROR carries the worker's
+  # reason, not "exited with status 2 before returning a result".
+  set +e
+  KCERT_HOSTILE_FAIL_IN_WORKER=1 "$KCERT" --isolation-process spawn --isolation all --plugin "$WORK/plugins/hostile.so" \
+    run "$WORK/controls/plugin_ok.yaml" --json "$WORK/worker-fails.json" --quiet --brief >"$WORK/worker-fails.txt" 2>&1
+  code=$?
+  set -e
+  [[ $code -eq 2 ]] || fail "a worker that cannot load its plugin: exit $code, not 2: $(cat "$WORK/worker-fails.txt")"
+  python3 - "$WORK/worker-fails.json" <<'PY'
+import json, sys
+r = json.load(open(sys.argv[1]))["results"][0]
+assert r["verdict"] == "ERROR", r["verdict"]
+assert "kcert worker: error:" in r["error"] and "refuses to load in a worker" in r["error"], r["error"]
+assert "exited with status" not in r["error"], r["error"]
+print("a worker that cannot load its plugin says why:", r["error"][:120])
+PY
   echo "plugin isolation (spawn): all checks passed"
   exit 0
 fi
