@@ -2,6 +2,7 @@
 #include "harness/cli/app.hpp"
 
 #include <CLI/CLI.hpp>
+#include <sys/stat.h>
 
 #include <csignal>
 #include <cstdlib>
@@ -193,6 +194,9 @@ void prepare_process(const CLI::App& app, int argc, char** argv, const GlobalOpt
 // exits 0, as serve_worker does after an error it could send. Returns whether it was told.
 bool told_parent(const CLI::App& app, const std::string& what) {
   if (!app.got_subcommand("worker")) return false;
+  // Only into the result pipe a spawner gave it, not into whatever a hand-run worker has as 3.
+  struct stat st {};
+  if (::fstat(3, &st) != 0 || !S_ISFIFO(st.st_mode)) return false;
   return kcert::runner::write_message(3, kcert::runner::error_message("kcert worker: " + what));
 }
 

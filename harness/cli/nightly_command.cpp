@@ -59,8 +59,10 @@ int write_report(const runner::NightlyRun& d, const ReportExtras& extras, const 
                                                             : exit_ok;
   if (!quiet) report::print_nightly(std::cout, d, assessment);
   const std::filesystem::path dir(report_dir);
-  const auto html = report::write_nightly_folder(d, assessment, {extras.junit, extras.environment_words, code, KCERT_VERSION}, dir);
+  const report::NightlyFolderOptions folder{extras.junit, extras.environment_words, code, KCERT_VERSION};
+  const auto results = report::write_nightly_data(d, assessment, folder, dir);
   std::cout << "\nreport: " << std::filesystem::absolute(dir).string() << "/summary.md\n";
+  const auto html = report::write_nightly_site(d, results, folder, dir);
   std::cout << "html: " << std::filesystem::absolute(dir / "html").string() << "/index.html (" << html.pages << " pages, "
             << html.plots << " plots)\n";
   if (!html.plot_note.empty()) std::cerr << "kcert: warning: " << html.plot_note << "\n";

@@ -112,24 +112,30 @@ std::string junit_link(const std::string& junit, const std::filesystem::path& ht
 
 }  // namespace
 
-HtmlReportSummary write_nightly_folder(const runner::NightlyRun& run, const NightlyAssessment& a,
-                                       const NightlyFolderOptions& options, const std::filesystem::path& dir) {
+nlohmann::json write_nightly_data(const runner::NightlyRun& run, const NightlyAssessment& a,
+                                  const NightlyFolderOptions& options, const std::filesystem::path& dir) {
   // Refused when another user owns or may write it (kcert often runs as root: a folder
   // someone else prepared could turn its writes into writes through their links).
   store::make_private_directories(dir.string());
   store::make_private_directories((dir / "tails").string());
   store::write_text_file((dir / "summary.md").string(), nightly_summary_markdown(run, a, options));
-  HtmlReportInput html;
-  html.results = nightly_results_document(run, a, options);
-  store::write_json_file((dir / "results.json").string(), html.results);
+  auto results = nightly_results_document(run, a, options);
+  store::write_json_file((dir / "results.json").string(), results);
   for (const auto& [id, sample] : run.khat) {
     if (sample.empty()) continue;  // a skipped or failed case measured nothing: no tail file
     std::string csv = "replicate,khat\n";
     for (std::size_t i = 0; i < sample.size(); ++i) csv += fmt::format("{},{:.17g}\n", i, sample[i]);
     store::write_text_file((dir / "tails" / (store::safe_file_name(id) + ".csv")).string(), csv);
   }
+  return results;
+}
+
+HtmlReportSummary write_nightly_site(const runner::NightlyRun& run, const nlohmann::json& results,
+                                     const NightlyFolderOptions& options, const std::filesystem::path& dir) {
   if (!options.junit.empty()) write_junit(options.junit, run.documents, "kcert nightly " + run.run_id);
   // The same results as a static site with plots (report/html.hpp).
+  HtmlReportInput html;
+  html.results = results;
   html.khat = run.khat;
   html.history = run.history;
   html.history_note = run.history_note;
@@ -137,6 +143,11 @@ HtmlReportSummary write_nightly_folder(const runner::NightlyRun& run, const Nigh
   html.run_folder_link = "../";
   html.junit_link = junit_link(options.junit, dir / "html");
   return write_html_report(html, dir / "html");
+}
+
+HtmlReportSummary write_nightly_folder(const runner::NightlyRun& run, const NightlyAssessment& a,
+                                       const NightlyFolderOptions& options, const std::filesystem::path& dir) {
+  return write_nightly_site(run, write_nightly_data(run, a, options, dir), options, dir);
 }
 
 ReportFolderLock::ReportFolderLock(const std::string& dir, const std::function<void(const std::string&)>& waiting) {

@@ -50,8 +50,17 @@ std::string nightly_summary_markdown(const runner::NightlyRun& run, const Nightl
 nlohmann::json nightly_results_document(const runner::NightlyRun& run, const NightlyAssessment& a,
                                         const NightlyFolderOptions& options);
 
-// Writes the report folder `dir` (refused when another user owns or may write it or a parent;
-// store::make_private_directories). Returns the HTML site's summary.
+// The run's data in the report folder `dir` (refused when another user owns or may write it or
+// a parent; store::make_private_directories): summary.md, results.json and tails/. Returns the
+// results document.
+nlohmann::json write_nightly_data(const runner::NightlyRun& run, const NightlyAssessment& a,
+                                  const NightlyFolderOptions& options, const std::filesystem::path& dir);
+
+// The same results for readers: the JUnit file asked for and the HTML site in dir/html.
+HtmlReportSummary write_nightly_site(const runner::NightlyRun& run, const nlohmann::json& results,
+                                     const NightlyFolderOptions& options, const std::filesystem::path& dir);
+
+// Both, in that order.
 HtmlReportSummary write_nightly_folder(const runner::NightlyRun& run, const NightlyAssessment& a,
                                        const NightlyFolderOptions& options, const std::filesystem::path& dir);
 

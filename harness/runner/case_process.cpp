@@ -1,6 +1,7 @@
 #include "harness/runner/case_process.hpp"
 
 #include <fcntl.h>
+#include <poll.h>
 #include <sched.h>
 #include <signal.h>
 #include <sys/prctl.h>
@@ -45,6 +46,10 @@ void close_all(const std::vector<int>& fds) {
 // process left in the namespace.
 [[noreturn]] void init_main(const CaseProcessDescriptors& fds, const std::function<void()>& run, int report) {
   ::prctl(PR_SET_PDEATHSIG, SIGKILL);  // the top died: the namespace goes with it
+  // The top died before prctl: its end of `report` is closed (getppid() says nothing here: the
+  // init's parent is outside its namespace).
+  pollfd top{report, 0, 0};
+  if (::poll(&top, 1, 0) >= 0 && (top.revents & POLLERR)) ::_exit(0);
   const pid_t case_pid = ::fork();
   if (case_pid == 0) {
     ::close(report);
@@ -52,10 +57,10 @@ void close_all(const std::vector<int>& fds) {
     ::_exit(121);  // run() must not return
   }
   close_all(fds.case_only);
-  int status = 0;
-  if (case_pid < 0) {
-    status = 121 << 8;  // as if the case process had exited with 121: "exited before returning a result"
-  } else {
+  // As if the case process had exited with 121 ("exited before returning a result") unless
+  // its own end is read below.
+  int status = 121 << 8;
+  if (case_pid > 0) {
     for (;;) {
       int s = 0;
       const pid_t w = ::waitpid(-1, &s, 0);

@@ -162,6 +162,11 @@ void keep_in_forked_cases(int fd) {
   parent_fds().erase(fd);
 }
 
+std::vector<int> descriptors_closed_in_cases() {
+  const std::lock_guard lock(parent_fds_mutex);
+  return {parent_fds().begin(), parent_fds().end()};
+}
+
 CaseResult run_case_isolated(const contract::TestCase& tc, const kernels::Registry& registry, const RunOptions& options,
                              const IsolationOptions& isolation) {
   using clock = std::chrono::steady_clock;
@@ -176,10 +181,7 @@ CaseResult run_case_isolated(const contract::TestCase& tc, const kernels::Regist
   std::fflush(nullptr);
   const auto start = clock::now();
   CaseProcessDescriptors descriptors;
-  {
-    const std::lock_guard lock(parent_fds_mutex);
-    descriptors.parent_only.assign(parent_fds().begin(), parent_fds().end());
-  }
+  descriptors.parent_only = descriptors_closed_in_cases();
   descriptors.parent_only.push_back(fds[0]);
   descriptors.case_only.push_back(fds[1]);
   pid_t pid = 0;

@@ -19,6 +19,7 @@
 #include <functional>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "harness/engine/engine.hpp"
 
@@ -51,6 +52,8 @@ bool kernels_from_plugin(const contract::TestCase& tc, const kernels::Registry& 
 // without them (they are O_CLOEXEC).
 void close_in_forked_cases(int fd);
 void keep_in_forked_cases(int fd);
+// The descriptors named so far, for a case process being started (forked or spawned).
+std::vector<int> descriptors_closed_in_cases();
 
 // run_case in a forked child. Returns the child's result (its test case from as_run);
 // rethrows, as std::runtime_error with the same text, a std::exception the case threw

@@ -43,6 +43,9 @@ engine::CaseResult run_case_spawned(const contract::TestCase& tc, const kernels:
                                     const engine::RunOptions& options, const IsolationOptions& isolation,
                                     const std::vector<std::string>& worker) {
   if (worker.empty()) throw std::runtime_error("cannot start the worker: no worker command is set");
+  // Made before anything starts: a request that cannot be written (a text nlohmann refuses)
+  // must not leave a worker waiting on its input.
+  const std::string request_text = request(tc, registry, options).dump();
   int in[2], out[2];
   if (::pipe2(in, O_CLOEXEC) != 0) throw std::runtime_error(std::string("cannot create a pipe for the worker: ") + std::strerror(errno));
   if (::pipe2(out, O_CLOEXEC) != 0) {
@@ -76,7 +79,9 @@ engine::CaseResult run_case_spawned(const contract::TestCase& tc, const kernels:
     throw std::runtime_error(std::string("cannot create a pipe for the worker: ") + std::strerror(err));
   }
   CaseProcessDescriptors descriptors;
-  descriptors.parent_only = {in[1], out[0], exec_error[0]};
+  // The run's spool too: the worker's tree must not hold it (nor its lock) while the case runs.
+  descriptors.parent_only = descriptors_closed_in_cases();
+  descriptors.parent_only.insert(descriptors.parent_only.end(), {in[1], out[0], exec_error[0]});
   descriptors.case_only = {in[0], out[1], exec_error[1]};
   const char* program = worker.front().c_str();
   std::cout.flush();
@@ -88,9 +93,8 @@ engine::CaseResult run_case_spawned(const contract::TestCase& tc, const kernels:
       // The worker's standard input and descriptor 3, without close-on-exec (dup2 clears it
       // on a copy; a descriptor that is already in place is cleared by hand).
       const auto place = [](int fd, int at) { return fd == at ? ::fcntl(fd, F_SETFD, 0) : ::dup2(fd, at); };
-      if (place(in[0], STDIN_FILENO) < 0 || place(out[1], 3) < 0) ::_exit(121);
-      ::execv(program, argv.data());
-      const int err = errno;
+      if (place(in[0], STDIN_FILENO) >= 0 && place(out[1], 3) >= 0) ::execv(program, argv.data());
+      const int err = errno;  // of the dup2 or the exec
       [[maybe_unused]] const auto n = ::write(exec_error[1], &err, sizeof err);
       ::_exit(127);
     });
@@ -115,7 +119,7 @@ engine::CaseResult run_case_spawned(const contract::TestCase& tc, const kernels:
     ::close(out[0]);
     throw std::runtime_error("cannot start the worker " + worker.front() + ": " + std::strerror(exec_errno));
   }
-  write_all_ignoring_sigpipe(in[1], request(tc, registry, options).dump());
+  write_all_ignoring_sigpipe(in[1], request_text);
   ::close(in[1]);
   return collect_case(pid, out[0], start, tc, options, isolation);
 }
