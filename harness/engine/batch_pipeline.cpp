@@ -22,8 +22,8 @@ double seconds_since(Clock::time_point t0) { return std::chrono::duration<double
 constexpr double kBatchBytes = 256.0 * 1024 * 1024;
 constexpr std::int64_t kMaxBatch = 256;
 
-std::int64_t batch_for(double bytes_per_replicate) {
-  const double fit = std::floor(kBatchBytes / std::max(1.0, bytes_per_replicate));
+std::int64_t batch_for(const kernels::MemoryEstimate& m) {
+  const double fit = std::floor(std::max(0.0, kBatchBytes - m.per_call) / std::max(1.0, m.per_replicate()));
   return static_cast<std::int64_t>(std::clamp(fit, 1.0, static_cast<double>(kMaxBatch)));
 }
 
@@ -32,13 +32,17 @@ std::int64_t batch_for(double bytes_per_replicate) {
 // counted with the same copy factors.
 std::int64_t automatic_batch(const contract::TestCase& tc, const kernels::Family& family, int output_bytes,
                              double measured_input_bytes_fp64, double measured_output_elements) {
-  if (const auto f = kernels::builtin_footprint(tc.family, tc.probe))
-    return batch_for(kernels::estimate_memory(*f, output_bytes, family.selects).per_replicate());
+  if (const auto f = kernels::builtin_footprint(tc.family, tc.probe)) {
+    // A backward case's outputs are its gradient's elements (measured_output_elements).
+    if (tc.direction == contract::Direction::backward)
+      return batch_for(kernels::estimate_backward_memory(*f, output_bytes, family.selects, measured_output_elements));
+    return batch_for(kernels::estimate_memory(*f, output_bytes, family.selects));
+  }
   kernels::Footprint measured;
   measured.input = measured_input_bytes_fp64 / 8;
   measured.output = measured_output_elements;
   measured.work = 2 * std::max(measured.input, measured.output);
-  return batch_for(kernels::estimate_memory(measured, output_bytes, family.selects).per_replicate());
+  return batch_for(kernels::estimate_memory(measured, output_bytes, family.selects));
 }
 
 }  // namespace

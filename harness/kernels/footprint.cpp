@@ -1,5 +1,6 @@
 #include "harness/kernels/footprint.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 
@@ -55,6 +56,18 @@ std::optional<Footprint> builtin_footprint(const std::string& family, const Prob
     return std::nullopt;
   }
   return f;
+}
+
+MemoryEstimate estimate_backward_memory(const Footprint& f, int output_bytes, bool selects, double gradient) {
+  const double w = output_bytes;
+  const double g = gradient > 0 ? gradient : std::max(f.input, f.fixed);
+  MemoryEstimate m;
+  m.inputs = 20 * f.input;
+  m.outputs = (16 + w) * f.output + (2 * (2 * w + 8 * (selects ? 2 : 1)) + 16) * g;
+  m.intermediates = 0;  // the graph of one replicate at a time: per_call
+  m.per_call = 16 * (f.input + f.work + f.output);
+  m.fixed = 16 * f.fixed;
+  return m;
 }
 
 MemoryEstimate estimate_memory(const Footprint& f, int output_bytes, bool selects) {

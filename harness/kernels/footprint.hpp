@@ -34,10 +34,24 @@ std::optional<Footprint> builtin_footprint(const std::string& family, const Prob
 struct MemoryEstimate {
   double inputs = 0, outputs = 0, intermediates = 0;  // bytes per replicate, by part
   double fixed = 0;
+  double per_call = 0;  // bytes once per kernel call, whatever its batch (a backward's autograd graph)
   double per_replicate() const { return inputs + outputs + intermediates; }
-  double at_batch(double batch) const { return fixed + per_replicate() * batch; }
+  double at_batch(double batch) const { return fixed + per_call + per_replicate() * batch; }
 };
 MemoryEstimate estimate_memory(const Footprint& f, int output_bytes, bool selects);
+
+// A backward case (direction: backward; issue 53: it was estimated as its forward, and a
+// router case measured 4.5 times its estimate). Per replicate of a batch the engine keeps the
+// inputs (20 bytes per element, as forward), the upstream gradient dy (drawn in fp64, rounded
+// to W, kept in fp64: 16 + w bytes per output element) and each side's gradient (ref and prod
+// in W, one fp64 oracle, two for selecting families), concatenated once more at the batch's
+// end, plus the sweep's fp64 views: 2·(2w + 8 per oracle) + 16 bytes per gradient element.
+// Once per kernel call it holds one replicate's autograd graph in fp64 (the oracle's VJP: its
+// forward's saved tensors and their gradients), 16 bytes per input, intermediate and output
+// element. `gradient` is the gradient's elements per replicate; 0 (at load, before the gradient
+// is known): the larger of the per-replicate inputs and the fixed weights, which bounds dx and
+// dW alike. Measured against it at contract shapes (docs/testcases.md): 1.1-1.8 times.
+MemoryEstimate estimate_backward_memory(const Footprint& f, int output_bytes, bool selects, double gradient = 0);
 
 // "3.2 GiB", "512 MiB": sizes for messages.
 std::string describe_bytes(double bytes);

@@ -77,13 +77,18 @@ std::optional<std::string> memory_refusal(const contract::TestCase& tc, const ke
   const auto* family = registry.find_family(tc.family);
   const auto format = family && family->output_format ? family->output_format(tc.probe) : tc.probe.dtype;
   const int out_bytes = static_cast<int>(c10::elementSize(numerics::to_dtype(format)));
-  const auto m = kernels::estimate_memory(*f, out_bytes, family && family->selects);
+  const bool backward = tc.direction == contract::Direction::backward;
+  const auto m = backward ? kernels::estimate_backward_memory(*f, out_bytes, family && family->selects)
+                          : kernels::estimate_memory(*f, out_bytes, family && family->selects);
   const double need = m.at_batch(1);
   if (need <= limit.bytes) return std::nullopt;
+  const auto parts = backward ? "inputs " + kernels::describe_bytes(m.inputs) + ", dy and gradients " +
+                                    kernels::describe_bytes(m.outputs) + ", one replicate's backward graph " +
+                                    kernels::describe_bytes(m.per_call)
+                              : "inputs " + kernels::describe_bytes(m.inputs) + ", outputs " + kernels::describe_bytes(m.outputs) +
+                                    ", intermediates " + kernels::describe_bytes(m.intermediates);
   return "probe.shape: this case needs about " + kernels::describe_bytes(need) +
-         " at one replicate per kernel call (inputs " + kernels::describe_bytes(m.inputs) + ", outputs " +
-         kernels::describe_bytes(m.outputs) + ", intermediates " + kernels::describe_bytes(m.intermediates) +
-         ", fixed weights " +
+         " at one replicate per kernel call" + (backward ? " of its backward" : "") + " (" + parts + ", fixed weights " +
          kernels::describe_bytes(m.fixed) + "), more than the memory limit " +
          kernels::describe_bytes(limit.bytes) + " (" + limit.source +
          "; --memory-limit or KCERT_MEMORY_LIMIT to change it)";
