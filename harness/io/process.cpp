@@ -33,29 +33,20 @@ void make_pipe(int fds[2], std::vector<int>& opened) {
   opened.push_back(fds[1]);
 }
 
-// SIGPIPE blocked while this thread writes to a child that may have gone: the write fails with
-// EPIPE instead of killing kcert. A SIGPIPE raised meanwhile is taken off before unblocking.
-class SigpipeBlocked {
- public:
-  SigpipeBlocked() {
-    sigemptyset(&pipe_);
-    sigaddset(&pipe_, SIGPIPE);
-    pthread_sigmask(SIG_BLOCK, &pipe_, &old_);
-  }
-  ~SigpipeBlocked() {
-    const timespec none{0, 0};
-    while (sigtimedwait(&pipe_, nullptr, &none) == SIGPIPE) {
-    }
-    pthread_sigmask(SIG_SETMASK, &old_, nullptr);
-  }
-  SigpipeBlocked(const SigpipeBlocked&) = delete;
-  SigpipeBlocked& operator=(const SigpipeBlocked&) = delete;
-
- private:
-  sigset_t pipe_, old_;
-};
-
 }  // namespace
+
+SigpipeBlocked::SigpipeBlocked() {
+  sigemptyset(&pipe_);
+  sigaddset(&pipe_, SIGPIPE);
+  pthread_sigmask(SIG_BLOCK, &pipe_, &old_);
+}
+
+SigpipeBlocked::~SigpipeBlocked() {
+  const timespec none{0, 0};
+  while (sigtimedwait(&pipe_, nullptr, &none) == SIGPIPE) {
+  }
+  pthread_sigmask(SIG_SETMASK, &old_, nullptr);
+}
 
 ProcessOutcome run_process(const ProcessSpec& spec) {
   ProcessOutcome outcome;

@@ -5,6 +5,8 @@
 // descriptor the caller holds, or is read back (bounded); it runs in its own process group,
 // which is killed when it is done or past its deadline, so nothing it started outlives it.
 // Case processes are not run here: they have their own tree (runner/case_process.hpp).
+#include <signal.h>
+
 #include <cstddef>
 #include <optional>
 #include <string>
@@ -28,6 +30,20 @@ struct ProcessOutcome {
   int signal = 0;         // the signal that ended it, or 0
   bool timed_out = false; // killed at the deadline
   std::string out, err;   // what it wrote, when read back
+};
+
+// SIGPIPE blocked in this thread while it lives: a write to a pipe whose reader has gone fails
+// with EPIPE instead of killing kcert; a SIGPIPE raised meanwhile is taken off before the mask
+// is restored.
+class SigpipeBlocked {
+ public:
+  SigpipeBlocked();
+  ~SigpipeBlocked();
+  SigpipeBlocked(const SigpipeBlocked&) = delete;
+  SigpipeBlocked& operator=(const SigpipeBlocked&) = delete;
+
+ private:
+  sigset_t pipe_, old_;
 };
 
 // Runs it to its end (or its deadline). Throws std::runtime_error only when a pipe cannot be

@@ -41,7 +41,7 @@ struct MemoryEstimate {
 MemoryEstimate estimate_memory(const Footprint& f, int output_bytes, bool selects);
 
 // A backward case (direction: backward; issue 53: it was estimated as its forward, and a
-// router case measured 4.5 times its estimate). Per replicate of a batch the engine keeps the
+// router case measured 4.6 times its estimate). Per replicate of a batch the engine keeps the
 // inputs (20 bytes per element, as forward), the upstream gradient dy (drawn in fp64, rounded
 // to W, kept in fp64: 16 + w bytes per output element) and each side's gradient (ref and prod
 // in W, one fp64 oracle, two for selecting families), concatenated once more at the batch's

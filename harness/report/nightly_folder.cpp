@@ -145,11 +145,6 @@ HtmlReportSummary write_nightly_site(const runner::NightlyRun& run, const nlohma
   return write_html_report(html, dir / "html");
 }
 
-HtmlReportSummary write_nightly_folder(const runner::NightlyRun& run, const NightlyAssessment& a,
-                                       const NightlyFolderOptions& options, const std::filesystem::path& dir) {
-  return write_nightly_site(run, write_nightly_data(run, a, options, dir), options, dir);
-}
-
 ReportFolderLock::ReportFolderLock(const std::string& dir, const std::function<void(const std::string&)>& waiting) {
   store::make_private_directories(dir);
   const std::string path = dir + "/.kcert-report.lock";

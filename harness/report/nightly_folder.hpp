@@ -60,10 +60,6 @@ nlohmann::json write_nightly_data(const runner::NightlyRun& run, const NightlyAs
 HtmlReportSummary write_nightly_site(const runner::NightlyRun& run, const nlohmann::json& results,
                                      const NightlyFolderOptions& options, const std::filesystem::path& dir);
 
-// Both, in that order.
-HtmlReportSummary write_nightly_folder(const runner::NightlyRun& run, const NightlyAssessment& a,
-                                       const NightlyFolderOptions& options, const std::filesystem::path& dir);
-
 // One kcert writes a report folder at a time (issue 53, item 9): two nightlies given one
 // --report interleaved their pages, and the index named whichever run finished last. The lock
 // (DIR/.kcert-report.lock, flock) is taken where the report is written, not at the start (the

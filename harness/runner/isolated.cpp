@@ -1,5 +1,6 @@
 #include "harness/runner/isolated.hpp"
 #include "harness/runner/case_process.hpp"
+#include "harness/io/process.hpp"
 
 #include <cxxabi.h>
 #include <fcntl.h>
@@ -111,18 +112,8 @@ bool write_message(int fd, const std::string& message) {
 }
 
 bool write_all_ignoring_sigpipe(int fd, const std::string& text) {
-  sigset_t pipe_set, old_set;
-  sigemptyset(&pipe_set);
-  sigaddset(&pipe_set, SIGPIPE);
-  pthread_sigmask(SIG_BLOCK, &pipe_set, &old_set);
-  const bool ok = write_message(fd, text);
-  if (!ok) {
-    const timespec none{0, 0};
-    while (sigtimedwait(&pipe_set, nullptr, &none) == SIGPIPE) {
-    }
-  }
-  pthread_sigmask(SIG_SETMASK, &old_set, nullptr);
-  return ok;
+  const io::SigpipeBlocked blocked;
+  return write_message(fd, text);
 }
 
 bool any_kernel_from(const contract::TestCase& tc, const kernels::Registry& registry,

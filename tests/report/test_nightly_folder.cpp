@@ -102,7 +102,10 @@ TEST_CASE("the report folder holds summary.md, results.json, a tail file per mea
   const auto dir = fresh_folder("folder");
   const auto run = a_run();
   const auto a = kcert::report::assess_nightly(run);
-  const auto html = kcert::report::write_nightly_folder(run, a, {(dir / "junit.xml").string(), "", 0, "9.9"}, dir);
+  const kcert::report::NightlyFolderOptions options{(dir / "junit.xml").string(), "", 0, "9.9"};
+  const auto results = kcert::report::write_nightly_data(run, a, options, dir);
+  CHECK(results.at("run_id") == "r1");
+  const auto html = kcert::report::write_nightly_site(run, results, options, dir);
   CHECK(fs::is_regular_file(dir / "summary.md"));
   CHECK(nlohmann::json::parse(read(dir / "results.json")).at("run_id") == "r1");
   CHECK(read(dir / "tails" / "n0.csv") == "replicate,khat\n0,0.5\n1,1.25\n");
