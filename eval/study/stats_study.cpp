@@ -11,6 +11,9 @@
 //                          benign backward pair (fp32 reductions in two orders, issue 31)
 //   kcert-study equivalence size and power of the bias gate's equivalence statement (TOST
 //                          within ±c ULP) at effects 0, c/2, c, 2c
+//   kcert-study equivalence-lattice  size (exact or by importance sampling at the shipped z*)
+//                          and power of the equivalence statement on lattice buckets: n
+//                          elements of {0, +1} ULP, t interval against the one the gate chooses
 //   kcert-study inconclusive how often the bias gate is INCONCLUSIVE (blind at its floor) by R
 //                          and σ, and what it sees either way: 2c when conclusive, c when not
 //   kcert-study selection  the selection-flip test of a selecting family: null rate and the
@@ -32,6 +35,7 @@
 #include <optional>
 #include <random>
 #include <sstream>
+#include <tuple>
 #include <vector>
 
 #include "harness/gates/variance_gate.hpp"
@@ -352,7 +356,7 @@ int equivalence_study(const EquivalenceOptions& o) {
           for (std::uint64_t k = 0; k < runs; ++k) {
             kcert::stats::RunningMoments m;
             for (std::uint64_t r = 0; r < R; ++r) m.add(mu + sigma * normal());
-            hits += kcert::stats::equivalence_bucket({R, m.mean(), m.sd(), 1.0}, o.c, cut).equivalent;
+            hits += kcert::stats::equivalence_bucket({R, m.mean(), m.sd(), 1.0}, o.c, cut, z).equivalent;
           }
           const auto [lo, hi] = wilson(hits, o.samples);
           std::cout << fmt::format(" {:.4f} [{:.4f}, {:.4f}] |", hits / o.samples, lo, hi);
@@ -371,6 +375,217 @@ int equivalence_study(const EquivalenceOptions& o) {
         }
         const auto need = kcert::stats::replicates_for_equivalence(std::fabs(mu), sigma, o.c, z);
         std::cout << (need == 0 ? std::string(" none |") : fmt::format(" {} |", need)) << "\n";
+      }
+    }
+  }
+  return ok ? 0 : 1;
+}
+
+// ---- equivalence on lattice buckets (issue 52) ----------------------------------------------
+
+// A bucket of n elements whose differences are 0 or +1 ULP (a production that rounds one way
+// against the reference): the bucket statistic is Binomial(n, p)/n ULP per replicate. At
+// p = c its mean sits on the bound, so P(shown equivalent) is the statement's size, promised
+// <= a = Φ(-z*) (2.9e-7 at the shipped z* = 5: far too rare to count). One element: exact, a
+// sum over the R + 1 counts. n > 1: importance sampling from a mixture of binomial laws at
+// p' from c down to the region where each interval is inside, each run weighed by
+// P(x) / mean_j Q_j(x), which depends on the ones S drawn alone. Both intervals: t (what the gate used on every bucket before issue 52) and the
+// bounded one it uses on buckets of few values (stats::equivalence_bucket with the support).
+// Power: P(shown equivalent) where the truth is inside: {0, +1} at p = c/2, and {-1, 0, +1}
+// at ±1 with 0.1 each (mean 0), plain Monte Carlo.
+struct LatticeOptions {
+  std::string replicates = "64,256,1024";
+  std::string elements = "1,4,16";
+  std::string bounds = "0.3,0.2";  // c: the signed statistic's floor, the magnitude's
+  double z_star = kcert::stats::BiasThresholds{}.z_star;
+  double samples = 20000;          // weighted runs per p' (size) and runs per power cell
+  std::uint64_t seed = 52;
+  bool check = false;
+};
+
+struct LatticeRun {
+  kcert::stats::RunningMoments moments;
+  kcert::stats::DistinctValues values;
+};
+
+// Shown equivalent by the t interval and by the interval the gate chooses from the values.
+std::pair<bool, bool> shown_equivalent(const LatticeRun& run, double c, double cut, double z) {
+  const auto& m = run.moments;
+  const kcert::stats::BucketSample t{m.count(), m.mean(), m.sd(), 1.0};
+  auto chosen = t;
+  chosen.support = run.values.support();
+  return {kcert::stats::equivalence_bucket(t, c, cut, z).equivalent,
+          kcert::stats::equivalence_bucket(chosen, c, cut, z).equivalent};
+}
+
+struct SizeEstimate {
+  double rate = 0.0, se = 0.0;
+  double hits = 0;  // unweighted runs shown equivalent
+};
+
+// One element: every count k of R has its sample {0 x (R - k), 1 x k}.
+std::pair<double, double> exact_one_element_size(std::uint64_t R, double c, double cut, double z) {
+  const boost::math::binomial_distribution<double> law(static_cast<double>(R), c);
+  double t_size = 0.0, chosen_size = 0.0;
+  for (std::uint64_t k = 0; k <= R; ++k) {
+    LatticeRun run;
+    for (std::uint64_t i = 0; i < R; ++i) {
+      const double x = i < k ? 1.0 : 0.0;
+      run.moments.add(x);
+      run.values.add(x);
+    }
+    const auto [t, chosen] = shown_equivalent(run, c, cut, z);
+    const double pk = boost::math::pdf(law, static_cast<double>(k));
+    t_size += t ? pk : 0.0;
+    chosen_size += chosen ? pk : 0.0;
+  }
+  return {t_size, chosen_size};
+}
+
+std::pair<SizeEstimate, SizeEstimate> tilted_size(std::uint64_t R, std::uint64_t n, double c, double cut, double z,
+                                                 double samples, std::uint64_t seed) {
+  // A defensive mixture: equal runs from each p' (the last one the law itself), each run
+  // weighed by P(x) / mean_j Q_j(x) (the balance heuristic), so a region any component
+  // reaches is counted whichever drew it. The ratio depends on the ones S alone.
+  const double sigma = std::sqrt(c * (1.0 - c) / static_cast<double>(n));
+  std::vector<double> tilts;
+  for (double j : {0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0})
+    tilts.push_back(std::max(0.02 * c, c - j * cut * sigma / std::sqrt(static_cast<double>(R))));
+  tilts.push_back(c);
+  const auto weight = [&](std::uint64_t ones) {
+    // log Q_j(x)/P(x) per component, then w = 1 / mean_j exp(...), by log-sum-exp.
+    std::vector<double> logs;
+    for (double p : tilts)
+      logs.push_back(static_cast<double>(ones) * std::log(p / c) + static_cast<double>(n * R - ones) * std::log((1.0 - p) / (1.0 - c)));
+    const double top = *std::max_element(logs.begin(), logs.end());
+    double sum = 0.0;
+    for (double l : logs) sum += std::exp(l - top);
+    return std::exp(-(top + std::log(sum / static_cast<double>(logs.size()))));
+  };
+  double sum[2] = {0, 0}, sum2[2] = {0, 0}, hits[2] = {0, 0};
+  const auto per_tilt = static_cast<std::uint64_t>(samples);
+  std::uint64_t component = 0;
+  for (double p : tilts) {
+    std::mt19937_64 rng(derive_seed(seed, ++component));
+    std::binomial_distribution<std::uint64_t> draw(n, p);
+    for (std::uint64_t s = 0; s < per_tilt; ++s) {
+      LatticeRun run;
+      std::uint64_t ones = 0;
+      for (std::uint64_t r = 0; r < R; ++r) {
+        const auto k = draw(rng);
+        ones += k;
+        const double x = static_cast<double>(k) / static_cast<double>(n);
+        run.moments.add(x);
+        run.values.add(x);
+      }
+      const auto [t, chosen] = shown_equivalent(run, c, cut, z);
+      if (!t && !chosen) continue;
+      const double w = weight(ones);
+      for (int i = 0; i < 2; ++i) {
+        if (!(i == 0 ? t : chosen)) continue;
+        sum[i] += w;
+        sum2[i] += w * w;
+        hits[i] += 1;
+      }
+    }
+  }
+  const double total = samples * static_cast<double>(tilts.size());
+  std::pair<SizeEstimate, SizeEstimate> out;
+  for (int i = 0; i < 2; ++i) {
+    auto& e = i == 0 ? out.first : out.second;
+    e.hits = hits[i];
+    e.rate = sum[i] / total;
+    e.se = std::sqrt(std::max(0.0, sum2[i] / total - e.rate * e.rate) / total);
+  }
+  return out;
+}
+
+// P(shown equivalent) by plain Monte Carlo: each element +1 with probability up, -1 with down.
+std::pair<double, double> lattice_power(std::uint64_t R, std::uint64_t n, double up, double down, double c, double cut,
+                                        double z, double samples, std::uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<double> u(0.0, 1.0);
+  double t_hits = 0, chosen_hits = 0;
+  const auto runs = static_cast<std::uint64_t>(samples);
+  for (std::uint64_t s = 0; s < runs; ++s) {
+    LatticeRun run;
+    for (std::uint64_t r = 0; r < R; ++r) {
+      double sum = 0;
+      for (std::uint64_t e = 0; e < n; ++e) {
+        const double v = u(rng);
+        sum += v < up ? 1.0 : v < up + down ? -1.0 : 0.0;
+      }
+      run.moments.add(sum / static_cast<double>(n));
+      run.values.add(sum / static_cast<double>(n));
+    }
+    const auto [t, chosen] = shown_equivalent(run, c, cut, z);
+    t_hits += t;
+    chosen_hits += chosen;
+  }
+  return {t_hits / samples, chosen_hits / samples};
+}
+
+int lattice_study(const LatticeOptions& o) {
+  const boost::math::normal_distribution<double> standard;
+  const double a = boost::math::cdf(boost::math::complement(standard, o.z_star));
+  std::cout << fmt::format(
+      "Equivalence on lattice buckets (issue 52): a bucket of n elements, each difference 0 or +1 ULP, mean on the bound (p = c).\n"
+      "Size as a multiple of the stated a = Φ(-{:g}) = {:.3g}, t interval and the interval the gate chooses (bounded on few values).\n"
+      "n = 1 exact; n > 1 importance sampling from a mixture of 8 binomial laws, {:g} runs each (± one standard error).\n\n",
+      o.z_star, a, o.samples);
+  std::cout << "| c | elements | R | t interval | chosen interval |\n|---|---|---|---|---|\n";
+  bool ok = true;
+  std::uint64_t cell = 0;
+  for (double c : parse_list(o.bounds)) {
+    for (double nd : parse_list(o.elements)) {
+      const auto n = static_cast<std::uint64_t>(nd);
+      for (double Rd : parse_list(o.replicates)) {
+        const auto R = static_cast<std::uint64_t>(Rd);
+        const double cut = kcert::stats::t_cut(R, o.z_star);
+        std::string t_text, chosen_text;
+        double chosen_upper = 0.0;
+        if (n == 1) {
+          const auto [t, chosen] = exact_one_element_size(R, c, cut, o.z_star);
+          t_text = fmt::format("{:.3g}x", t / a);
+          chosen_text = fmt::format("{:.3g}x", chosen / a);
+          chosen_upper = chosen;
+        } else {
+          const auto [t, chosen] = tilted_size(R, n, c, cut, o.z_star, o.samples, derive_seed(o.seed, ++cell));
+          t_text = fmt::format("{:.3g}x ± {:.2g}", t.rate / a, t.se / a);
+          chosen_text = chosen.hits == 0 ? std::string("0 hits") : fmt::format("{:.3g}x ± {:.2g}", chosen.rate / a, chosen.se / a);
+          chosen_upper = chosen.rate + 3.0 * chosen.se;
+        }
+        std::cout << fmt::format("| {:g} | {} | {} | {} | {} |\n", c, n, R, t_text, chosen_text);
+        if (o.check && chosen_upper > 1.5 * a) {
+          ok = false;
+          std::cerr << fmt::format("equivalence on {} elements of {{0, +1}} at R {}, c {:g}: size {:.3g} (with 3 se) above 1.5 Φ(-z*) = {:.3g}\n",
+                                   n, R, c, chosen_upper, 1.5 * a);
+        }
+        // The t interval's failure on one element is what the change is for: a regression
+        // guard that the study still measures it (exactly 255x at R 64, c 0.3).
+        if (o.check && n == 1 && R == 64 && c == 0.3) {
+          const auto [t, chosen] = exact_one_element_size(R, c, cut, o.z_star);
+          if (!(t > 100.0 * a)) {
+            ok = false;
+            std::cerr << fmt::format("the t interval on one element at R 64 is no longer oversized ({:.3g}x): the study lost its subject\n", t / a);
+          }
+        }
+      }
+    }
+  }
+  std::cout << fmt::format("\nPower: P(shown equivalent) where the truth is inside, {:g} runs per cell (t interval / chosen).\n\n", o.samples);
+  std::cout << "| c | elements | law | R | t | chosen |\n|---|---|---|---|---|---|\n";
+  for (double c : parse_list(o.bounds)) {
+    for (double nd : parse_list(o.elements)) {
+      const auto n = static_cast<std::uint64_t>(nd);
+      for (const auto& [law, up, down] : std::vector<std::tuple<std::string, double, double>>{
+               {"{0, +1} at p = c/2", c / 2, 0.0}, {"{-1, 0, +1}, ±1 at 0.1 each", 0.1, 0.1}}) {
+        for (double Rd : parse_list(o.replicates)) {
+          const auto R = static_cast<std::uint64_t>(Rd);
+          const auto [t, chosen] = lattice_power(R, n, up, down, c, kcert::stats::t_cut(R, o.z_star), o.z_star,
+                                                 std::min(o.samples, 2000.0), derive_seed(o.seed, ++cell));
+          std::cout << fmt::format("| {:g} | {} | {} | {} | {:.3f} | {:.3f} |\n", c, n, law, R, t, chosen);
+        }
       }
     }
   }
@@ -430,7 +645,7 @@ int inconclusive_study(const InconclusiveOptions& o) {
           kcert::stats::RunningMoments m;
           for (std::uint64_t r = 0; r < R; ++r) m.add(mu + sigma * standard_normal(rng));
           const kcert::stats::BucketSample b{R, m.mean(), m.sd(), 1.0};
-          const bool blind = kcert::stats::equivalence_bucket(b, o.c, cut).blind;
+          const bool blind = kcert::stats::equivalence_bucket(b, o.c, cut, o.z_star).blind;
           const bool flagged = kcert::stats::flagged(kcert::stats::decide_bucket(b, t, cut).verdict);
           if (mu == 0.0) {
             blind0 += blind;
@@ -1179,6 +1394,15 @@ int main(int argc, char** argv) {
   eq->add_option("--samples", eo.samples, "runs per cell")->capture_default_str();
   eq->add_option("--seed", eo.seed)->capture_default_str();
   eq->add_flag("--check", eo.check, "exit 1 when a size cell's interval lies above Φ(-z*) or a well-powered null cell misses");
+  LatticeOptions lo;
+  auto* lat = app.add_subcommand("equivalence-lattice", "size and power of the equivalence statement on lattice buckets ({0, +1} ULP differences)");
+  lat->add_option("--replicates", lo.replicates, "R values, comma-separated")->capture_default_str();
+  lat->add_option("--elements", lo.elements, "elements per bucket, comma-separated")->capture_default_str();
+  lat->add_option("--bounds", lo.bounds, "equivalence bounds c (ULP), comma-separated")->capture_default_str();
+  lat->add_option("--z-star", lo.z_star, "significance level z*")->capture_default_str();
+  lat->add_option("--samples", lo.samples, "weighted runs per tilt, and runs per power cell (at most 2000)")->capture_default_str();
+  lat->add_option("--seed", lo.seed)->capture_default_str();
+  lat->add_flag("--check", lo.check, "exit 1 when the chosen interval's size (plus 3 se) exceeds 1.5 Φ(-z*), or the t interval's known failure is not seen");
   InconclusiveOptions io;
   auto* inc = app.add_subcommand("inconclusive", "what the bias gate sees at its floor: INCONCLUSIVE rate, power when conclusive and when not");
   inc->add_option("--replicates", io.replicates, "R values, comma-separated")->capture_default_str();
@@ -1189,6 +1413,7 @@ int main(int argc, char** argv) {
   inc->add_option("--seed", io.seed)->capture_default_str();
   inc->add_flag("--check", io.check, "exit 1 when a mostly conclusive cell misses 2c or an INCONCLUSIVE one sees c");
   CLI11_PARSE(app, argc, argv);
+  if (*lat) return lattice_study(lo);
   if (*inc) return inconclusive_study(io);
   if (*eq) return equivalence_study(eo);
   if (*dw) return dw_null(dwo);

@@ -72,7 +72,7 @@ template <class A> void fields(A& a, gates::BucketReport& b) {
 template <class A> void fields(A& a, gates::BiasStatisticResult& s) {
   a(s.statistic, s.deciding, s.verdict, s.fail_buckets, s.warn_buckets, s.attributed_buckets, s.max_abs_z, s.max_ulp_effect,
     s.flagged, s.top, s.frontier, s.equivalent, s.equivalence_bound_ulp, s.widest_ulp, s.widest_bucket, s.equivalent_buckets,
-    s.replicates_needed, s.typical_half_width_ulp, s.blind_at_floor, s.replicates_to_see_floor);
+    s.lattice_buckets, s.replicates_needed, s.typical_half_width_ulp, s.blind_at_floor, s.replicates_to_see_floor);
 }
 template <class A> void fields(A& a, stats::BiasThresholds& t) { a(t.z_star, t.s_min, t.c, t.c_magnitude); }
 template <class A> void fields(A& a, stats::CertifiedHorizon& h) { a(h.rho_min, h.t_cert); }

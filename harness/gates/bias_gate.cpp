@@ -10,7 +10,8 @@
 namespace kcert::gates {
 
 BiasAccumulator::BiasAccumulator(std::size_t buckets)
-    : signed_(buckets), magnitude_(buckets), signed_sides_(buckets), magnitude_sides_(buckets), scale_sum_(buckets, 0.0) {}
+    : signed_(buckets), magnitude_(buckets), signed_values_(buckets), magnitude_values_(buckets), signed_sides_(buckets),
+      magnitude_sides_(buckets), scale_sum_(buckets, 0.0) {}
 
 void BiasAccumulator::SideMoments::add(std::span<const double> ref_row, std::span<const double> prod_row) {
   if (ref_row.size() != prod_row.size()) throw std::invalid_argument("BiasAccumulator::add: side error rows differ in size");
@@ -30,6 +31,8 @@ void BiasAccumulator::add(std::span<const double> delta, std::span<const double>
   peak_sum_ += peak;
   signed_.add_row(delta);
   magnitude_.add_row(magnitude);
+  signed_values_.add_row(delta);
+  magnitude_values_.add_row(magnitude);
   if (abs_oracle_mean.size() != scale_sum_.size()) throw std::invalid_argument("BiasAccumulator::add: scale row has the wrong size");
   for (std::size_t g = 0; g < scale_sum_.size(); ++g) scale_sum_[g] += abs_oracle_mean[g];
   if (errors == nullptr || errors->ref.empty()) {
@@ -48,7 +51,8 @@ BucketReport::SideBias side_of(const stats::BucketDecision& d, double mean) {
   return {mean, d.z, d.ulp_effect, d.verdict};
 }
 
-BiasStatisticResult judge(const stats::BucketMoments& m, const BiasAccumulator::SideMoments* sides,
+BiasStatisticResult judge(const stats::BucketMoments& m, const stats::BucketValues& values,
+                          const BiasAccumulator::SideMoments* sides,
                           const std::vector<double>& scale, const std::vector<double>& ulp,
                           stats::BiasStatistic which, const stats::BiasThresholds& t, double cut) {
   BiasStatisticResult out;
@@ -60,7 +64,7 @@ BiasStatisticResult judge(const stats::BucketMoments& m, const BiasAccumulator::
   half_widths.reserve(m.buckets());
   for (std::size_t g = 0; g < m.buckets(); ++g) {
     const auto& mg = m[g];
-    const stats::BucketSample bs{mg.count(), mg.mean(), mg.sd(), ulp[g]};
+    const stats::BucketSample bs{mg.count(), mg.mean(), mg.sd(), ulp[g], values[g].support()};
     const auto d = stats::decide_bucket(bs, t, cut);
     BucketReport b;
     b.bucket = static_cast<std::int64_t>(g);
@@ -87,8 +91,9 @@ BiasStatisticResult judge(const stats::BucketMoments& m, const BiasAccumulator::
       }
     }
     // Equivalence within ±c: the bucket's (1 - 2a) interval, and the R its mean and sd would need.
-    const auto eq = stats::equivalence_bucket(bs, t.c, cut);
+    const auto eq = stats::equivalence_bucket(bs, t.c, cut, t.z_star);
     out.equivalent_buckets += eq.equivalent;
+    out.lattice_buckets += eq.lattice;
     half_widths.push_back(eq.half_width_ulp);
     if (eq.widest_ulp > out.widest_ulp || out.widest_bucket < 0) {
       out.widest_ulp = eq.widest_ulp;
@@ -243,10 +248,10 @@ BiasResult BiasAccumulator::decide(const stats::BiasThresholds& thresholds,
     return t;
   };
   r.attribution = attributable_;
-  r.signed_statistic = judge(signed_, attributable_ ? &signed_sides_ : nullptr, scale, ulp,
+  r.signed_statistic = judge(signed_, signed_values_, attributable_ ? &signed_sides_ : nullptr, scale, ulp,
                              stats::BiasStatistic::signed_difference,
                              floors_of(stats::BiasStatistic::signed_difference), r.z_cut);
-  r.magnitude_statistic = judge(magnitude_, attributable_ ? &magnitude_sides_ : nullptr, scale, ulp,
+  r.magnitude_statistic = judge(magnitude_, magnitude_values_, attributable_ ? &magnitude_sides_ : nullptr, scale, ulp,
                                 stats::BiasStatistic::magnitude, floors_of(stats::BiasStatistic::magnitude), r.z_cut);
   r.equivalent = !deciding.empty();
   for (auto s : deciding) {

@@ -10,6 +10,7 @@
 
 #include "harness/gates/gate.hpp"
 #include "harness/gates/results.hpp"
+#include "harness/stats/distinct_values.hpp"
 #include "harness/stats/ulp.hpp"
 #include "harness/stats/welford.hpp"
 
@@ -50,6 +51,8 @@ class BiasAccumulator {
  private:
   stats::BucketMoments signed_;
   stats::BucketMoments magnitude_;
+  // The values each bucket took while few: the equivalence interval on lattice buckets.
+  stats::BucketValues signed_values_, magnitude_values_;
   SideMoments signed_sides_, magnitude_sides_;
   bool attributable_ = true;  // every replicate carried SideErrors
   std::vector<double> scale_sum_;

@@ -74,12 +74,14 @@ struct BiasStatisticResult {
   // ±c ULP (c: this statistic's floor), a = Φ(-z*). `widest_ulp` is the largest |bound| of
   // any bucket's interval, at `widest_bucket`; `replicates_needed` the R at which the
   // hardest bucket (its mean and sd held) would fit: 0 when its |mean| is at or beyond c,
-  // 2^20 + 1 when beyond the cap.
+  // 2^20 + 1 when beyond the cap. `lattice_buckets`: the buckets whose values were few (a
+  // lattice), judged by the interval for bounded values instead of t (issue 52).
   bool equivalent = false;
   double equivalence_bound_ulp = 0.0;  // c
   double widest_ulp = 0.0;
   std::int64_t widest_bucket = -1;
   std::int64_t equivalent_buckets = 0;
+  std::int64_t lattice_buckets = 0;
   std::uint64_t replicates_needed = 0;
   // What the statistic could see at all (INCONCLUSIVE, issue 32): the typical bucket's
   // interval half-width (the median over buckets, ULP), whether it is at least c (blind at

@@ -2,6 +2,7 @@
 #include "harness/stats/format.hpp"
 
 #include <boost/math/distributions/non_central_t.hpp>
+#include <boost/math/special_functions/beta.hpp>
 #include <boost/math/distributions/normal.hpp>
 #include <boost/math/distributions/students_t.hpp>
 #include <algorithm>
@@ -9,6 +10,8 @@
 #include <limits>
 #include <stdexcept>
 #include <string>
+#include <tuple>
+#include <utility>
 
 namespace kcert::stats {
 
@@ -111,14 +114,42 @@ Attribution attribute_bucket(const BucketDecision& difference, const Attribution
   return a;
 }
 
-BucketEquivalence equivalence_bucket(const BucketSample& b, double c, double cut) {
+namespace {
+
+// The (1 - 2a) interval of the mean for a bucket whose values are few (equivalence_bucket, in
+// value units): Clopper-Pearson on [lo, hi], widened by the mass q R replicates can miss.
+std::pair<double, double> lattice_interval(const BucketSample& b, double a) {
+  const double R = static_cast<double>(b.replicates);
+  const double q = -std::expm1(std::log(a) / R);  // 1 - a^(1/R)
+  const auto& s = b.support;
+  if (s.distinct == 1) return {s.lo - q * b.ulp, s.hi + q * b.ulp};
+  const double range = s.hi - s.lo;
+  // k successes of R on {lo, hi}; fractional between lattice points (the incomplete beta
+  // interpolates the binomial), clamped against the mean's rounding.
+  const double k = std::clamp(R * (b.mean - s.lo) / range, 0.0, R);
+  const double p_low = k <= 0.0 ? 0.0 : boost::math::ibeta_inv(k, R - k + 1.0, a);
+  const double p_high = k >= R ? 1.0 : boost::math::ibeta_inv(k + 1.0, R - k, 1.0 - a);
+  return {s.lo + range * p_low - q * s.step, s.lo + range * p_high + q * s.step};
+}
+
+}  // namespace
+
+BucketEquivalence equivalence_bucket(const BucketSample& b, double c, double cut, double z_star) {
   require_positive(c, "c");
   require_positive(cut, "cut");
+  require_positive(z_star, "z_star");
   require_usable(b, "equivalence_bucket");
   BucketEquivalence e;
   const double half = cut * b.sd / std::sqrt(static_cast<double>(b.replicates));
-  e.lower_ulp = (b.mean - half) / b.ulp;
-  e.upper_ulp = (b.mean + half) / b.ulp;
+  double lower = b.mean - half, upper = b.mean + half;
+  if (b.support.distinct > 0) {
+    const boost::math::normal_distribution<double> standard;
+    const double a = boost::math::cdf(boost::math::complement(standard, z_star));
+    std::tie(lower, upper) = lattice_interval(b, a);
+    e.lattice = true;
+  }
+  e.lower_ulp = lower / b.ulp;
+  e.upper_ulp = upper / b.ulp;
   e.widest_ulp = std::max(std::fabs(e.lower_ulp), std::fabs(e.upper_ulp));
   e.half_width_ulp = half / b.ulp;
   e.equivalent = e.widest_ulp <= c;

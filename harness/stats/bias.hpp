@@ -6,6 +6,7 @@
 #include <string_view>
 #include <vector>
 
+#include "harness/stats/distinct_values.hpp"
 #include "harness/stats/verdict.hpp"
 
 namespace kcert::stats {
@@ -45,6 +46,9 @@ struct BucketSample {
   double mean = 0.0;             // mean over replicates of the bucket statistic
   double sd = 0.0;               // sample sd over replicates (n - 1)
   double ulp = 0.0;              // true ULP of W at the bucket's scale mean|oracle|
+  // The values the statistic took, while few (stats::DistinctValues); distinct = 0 when not
+  // known or many. Only the equivalence interval reads it.
+  ValueSupport support{};
 };
 
 struct BucketDecision {
@@ -102,24 +106,39 @@ struct Attribution {
 Attribution attribute_bucket(const BucketDecision& difference, const AttributionSample& sample,
                              const BiasThresholds& thresholds, double cut);
 
-// Equivalence of one bucket (TOST, issue 32): the two one-sided t tests at level a = Φ(-z*),
+// Equivalence of one bucket (TOST, issue 32): the two one-sided tests at level a = Φ(-z*),
 // the level each side of the significance cut is set to, reject |μ| >= c·u_g exactly when the
-// (1 - 2a) interval mean ± cut·sd/√R lies inside ±c·u_g (cut = t_cut(R, z*)). A statistic
-// whose every bucket is inside is shown equivalent within ±c ULP: as an intersection-union
-// test its level is a, with no union correction. A PASS without it is "not detected", not
-// "shown equivalent" (method.md's caveat).
+// (1 - 2a) interval of the mean lies inside ±c·u_g. A statistic whose every bucket is inside is
+// shown equivalent within ±c ULP: as an intersection-union test its level is a, with no union
+// correction. A PASS without it is "not detected", not "shown equivalent" (method.md's caveat).
+//
+// Which interval depends on what the bucket's values are (issue 52, docs/statistics.md):
+//  - many distinct values (support.distinct = 0): Student's t, mean ± cut·sd/√R
+//    (cut = t_cut(R, z*)); its level holds for near-Gaussian bucket statistics.
+//  - a few distinct values (a lattice: a bucket of a few elements whose differences are 0 or
+//    ±1 ULP): the t interval's level does not hold there (exactly 255x / 13x / 4x the stated a
+//    at R 64 / 256 / 1024 for one element of {0, +1} at c = 0.3), so the interval is the
+//    Clopper-Pearson one of a two-valued law on [lo, hi] (k = R·(mean - lo)/(hi - lo); exact
+//    when the values are two, and conservative for any law on [lo, hi], which dominates it in
+//    convex order), each side widened by q·step for values beyond the range the replicates did
+//    not show: q = 1 - a^(1/R) is the largest mass R replicates miss with probability a.
+//  - one value v (a constant bucket, bit-identical included): v ± q·u_g, one ULP beyond on each
+//    side at the mass R replicates can miss.
 struct BucketEquivalence {
   double lower_ulp = 0.0, upper_ulp = 0.0;  // the interval, in units of the bucket's ULP
   double widest_ulp = 0.0;                  // max(|lower|, |upper|)
-  double half_width_ulp = 0.0;              // cut·sd/√R over the bucket's ULP
+  // cut·sd/√R over the bucket's ULP: the significance test's resolution, whichever interval
+  // decides equivalence.
+  double half_width_ulp = 0.0;
   bool equivalent = false;                  // widest_ulp <= c
+  bool lattice = false;                     // the interval for a few distinct values decided
   // Blind at the floor (INCONCLUSIVE, issue 32): half_width_ulp >= c. A mean of exactly
   // c·u_g then has |z| <= cut, so no effect at the floor is significant, and no mean is
   // shown equivalent either: at this R the bucket cannot tell an effect of c from none.
   bool blind = false;
 };
-// Throws as decide_bucket does.
-BucketEquivalence equivalence_bucket(const BucketSample& bucket, double c, double cut);
+// cut = t_cut(R, z*), computed once by the caller. Throws as decide_bucket does.
+BucketEquivalence equivalence_bucket(const BucketSample& bucket, double c, double cut, double z_star);
 
 // When the gate calls a PASS INCONCLUSIVE (issue 32): a deciding statistic whose typical
 // bucket, the one of median half-width, is blind at its floor (BucketEquivalence::blind). Its

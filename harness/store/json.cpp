@@ -150,7 +150,7 @@ nlohmann::json to_json(const gates::BiasStatisticResult& s) {
           {"frontier", frontier},
           {"equivalence", {{"equivalent", s.equivalent}, {"bound_ulp", json_number(s.equivalence_bound_ulp)},
                            {"widest_ulp", json_number(s.widest_ulp)}, {"widest_bucket", s.widest_bucket},
-                           {"equivalent_buckets", s.equivalent_buckets},
+                           {"equivalent_buckets", s.equivalent_buckets}, {"lattice_buckets", s.lattice_buckets},
                            {"replicates_needed", s.equivalent ? nlohmann::json(nullptr) : nlohmann::json(s.replicates_needed)}}},
           {"floor_visibility", {{"typical_half_width_ulp", json_number(s.typical_half_width_ulp)},
                                 {"blind", s.blind_at_floor},

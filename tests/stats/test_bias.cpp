@@ -1,9 +1,11 @@
 #include "kcert_catch.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
 #include "harness/stats/bias.hpp"
+#include "harness/stats/welford.hpp"
 #include "reference.hpp"
 
 using kcert::stats::BiasThresholds;
@@ -138,7 +140,7 @@ TEST_CASE("the |z| cut is SciPy's Student-t quantile at the level 2 Phi(-z*)", "
 TEST_CASE("equivalence: the (1 - 2Phi(-z*)) interval of the mean inside +-c ULP", "[bias][equivalence]") {
   const double cut = kcert::stats::t_cut(256, 5.0);
   // mean 0.1 ULP, sd 0.5 ULP at R 256: half-width cut * 0.5 / 16 ULP.
-  const auto e = kcert::stats::equivalence_bucket({256, 0.1 * kUlp, 0.5 * kUlp, kUlp}, 0.3, cut);
+  const auto e = kcert::stats::equivalence_bucket({256, 0.1 * kUlp, 0.5 * kUlp, kUlp}, 0.3, cut, 5.0);
   const double half = cut * 0.5 / 16.0;
   CHECK_THAT(e.lower_ulp, Catch::Matchers::WithinRel(0.1 - half, 1e-12));
   CHECK_THAT(e.upper_ulp, Catch::Matchers::WithinRel(0.1 + half, 1e-12));
@@ -146,26 +148,26 @@ TEST_CASE("equivalence: the (1 - 2Phi(-z*)) interval of the mean inside +-c ULP"
   CHECK(e.equivalent == (0.1 + half <= 0.3));
   CHECK(e.equivalent);
   // The same mean with four times the sd: the interval crosses the bound.
-  CHECK_FALSE(kcert::stats::equivalence_bucket({256, 0.1 * kUlp, 2.0 * kUlp, kUlp}, 0.3, cut).equivalent);
+  CHECK_FALSE(kcert::stats::equivalence_bucket({256, 0.1 * kUlp, 2.0 * kUlp, kUlp}, 0.3, cut, 5.0).equivalent);
   // A bit-identical bucket is equivalent at any R; a constant difference at the bound is not.
-  CHECK(kcert::stats::equivalence_bucket({2, 0.0, 0.0, kUlp}, 0.3, kcert::stats::t_cut(2, 5.0)).equivalent);
-  CHECK_FALSE(kcert::stats::equivalence_bucket({64, 0.31 * kUlp, 0.0, kUlp}, 0.3, kcert::stats::t_cut(64, 5.0)).equivalent);
-  CHECK_THROWS_AS(kcert::stats::equivalence_bucket({1, 0.0, 0.0, kUlp}, 0.3, cut), std::invalid_argument);
+  CHECK(kcert::stats::equivalence_bucket({2, 0.0, 0.0, kUlp}, 0.3, kcert::stats::t_cut(2, 5.0), 5.0).equivalent);
+  CHECK_FALSE(kcert::stats::equivalence_bucket({64, 0.31 * kUlp, 0.0, kUlp}, 0.3, kcert::stats::t_cut(64, 5.0), 5.0).equivalent);
+  CHECK_THROWS_AS(kcert::stats::equivalence_bucket({1, 0.0, 0.0, kUlp}, 0.3, cut, 5.0), std::invalid_argument);
 }
 
 TEST_CASE("equivalence: a bucket is blind at its floor when its interval is at least +-c wide", "[bias][equivalence]") {
   // half-width cut * sd / sqrt(R) in ULP; blind iff >= c: then a mean of exactly c has |z| <= cut.
   const double cut4 = kcert::stats::t_cut(4, 5.0);
-  const auto wide = kcert::stats::equivalence_bucket({4, 0.5 * kUlp, 0.5 * kUlp, kUlp}, 0.3, cut4);
+  const auto wide = kcert::stats::equivalence_bucket({4, 0.5 * kUlp, 0.5 * kUlp, kUlp}, 0.3, cut4, 5.0);
   CHECK_THAT(wide.half_width_ulp, Catch::Matchers::WithinRel(cut4 * 0.5 / 2.0, 1e-12));
   CHECK(wide.blind);
   const auto d = kcert::stats::decide_bucket({4, 0.3 * kUlp, 0.5 * kUlp, kUlp}, {}, cut4);
   CHECK_FALSE(d.significant);  // what blind means
   const double cut = kcert::stats::t_cut(1024, 5.0);
   const double sd_edge = 0.3 * 32.0 / cut;  // half-width exactly c at R 1024
-  CHECK(kcert::stats::equivalence_bucket({1024, 0.0, sd_edge * 1.0001 * kUlp, kUlp}, 0.3, cut).blind);
-  CHECK_FALSE(kcert::stats::equivalence_bucket({1024, 0.0, sd_edge * 0.9999 * kUlp, kUlp}, 0.3, cut).blind);
-  CHECK_FALSE(kcert::stats::equivalence_bucket({2, 0.0, 0.0, kUlp}, 0.3, kcert::stats::t_cut(2, 5.0)).blind);
+  CHECK(kcert::stats::equivalence_bucket({1024, 0.0, sd_edge * 1.0001 * kUlp, kUlp}, 0.3, cut, 5.0).blind);
+  CHECK_FALSE(kcert::stats::equivalence_bucket({1024, 0.0, sd_edge * 0.9999 * kUlp, kUlp}, 0.3, cut, 5.0).blind);
+  CHECK_FALSE(kcert::stats::equivalence_bucket({2, 0.0, 0.0, kUlp}, 0.3, kcert::stats::t_cut(2, 5.0), 5.0).blind);
 }
 
 TEST_CASE("equivalence: the R a bucket needs is the smallest whose interval fits, by brute force", "[bias][equivalence]") {
@@ -180,4 +182,62 @@ TEST_CASE("equivalence: the R a bucket needs is the smallest whose interval fits
   CHECK(kcert::stats::replicates_for_equivalence(0.3, 1.0, 0.3, 5.0) == 0);  // at the bound: no R
   CHECK(kcert::stats::replicates_for_equivalence(0.0, 0.0, 0.3, 5.0) == 2);
   CHECK(kcert::stats::replicates_for_equivalence(0.2999, 10.0, 0.3, 5.0, 1000) == 1001);  // beyond the cap
+}
+
+TEST_CASE("equivalence on few distinct values: the bounded interval, against SciPy", "[bias][equivalence][lattice]") {
+  // tests/stats/fixtures/generate_lattice_interval.py: Clopper-Pearson on [lo, hi] widened by
+  // q·step (scipy's exact binomial interval, beta quantiles for a fractional count).
+  const auto doc = kcert::test::load_fixture("lattice_interval_reference.json");
+  REQUIRE(doc.at("cases").size() >= 10);
+  for (const auto& c : doc.at("cases")) {
+    INFO(c.at("name").get<std::string>());
+    kcert::stats::RunningMoments m;
+    kcert::stats::DistinctValues values;
+    for (double x : c.at("values").get<std::vector<double>>()) {
+      m.add(x);
+      values.add(x);
+    }
+    const double z = c.at("z_star").get<double>();
+    const double ulp = c.at("ulp").get<double>();
+    const kcert::stats::BucketSample b{m.count(), m.mean(), m.sd(), ulp, values.support()};
+    REQUIRE(b.support.distinct > 0);
+    const auto e = kcert::stats::equivalence_bucket(b, 0.3, kcert::stats::t_cut(m.count(), z), z);
+    CHECK(e.lattice);
+    CHECK_THAT(e.lower_ulp * ulp, Catch::Matchers::WithinAbs(c.at("lower").get<double>(), 1e-9 * ulp));
+    CHECK_THAT(e.upper_ulp * ulp, Catch::Matchers::WithinAbs(c.at("upper").get<double>(), 1e-9 * ulp));
+    CHECK(e.equivalent == (std::max(std::fabs(e.lower_ulp), std::fabs(e.upper_ulp)) <= 0.3));
+  }
+}
+
+TEST_CASE("equivalence on few distinct values: what decides the route", "[bias][equivalence][lattice]") {
+  // A bucket that passed DistinctValues::capacity distinct values is continuous: the t interval.
+  kcert::stats::DistinctValues many;
+  for (std::size_t i = 0; i <= kcert::stats::DistinctValues::capacity; ++i) many.add(0.01 * static_cast<double>(i));
+  CHECK(many.many());
+  CHECK(many.support().distinct == 0);
+  kcert::stats::DistinctValues few;
+  for (int r = 0; r < 100; ++r) few.add(r % 3 == 0 ? 1.0 : 0.0);
+  const auto s = few.support();
+  CHECK(s.distinct == 2);
+  CHECK(s.lo == 0.0);
+  CHECK(s.hi == 1.0);
+  CHECK(s.step == 1.0);
+  // One element of {0, +1} at the boundary mean c = 0.3, R = 1024: the t interval shows it
+  // equivalent for a sample a little below c (its size is 4x the stated level there); the
+  // bounded interval does not.
+  const std::uint64_t R = 1024;
+  const double k = 230;  // 0.225 ULP: t upper 0.290, bounded upper 0.309
+  const double mean = k / R, sd = std::sqrt(k * (R - k) / (R * (R - 1.0)));
+  const double cut = kcert::stats::t_cut(R, 5.0);
+  CHECK(kcert::stats::equivalence_bucket({R, mean, sd, 1.0}, 0.3, cut, 5.0).equivalent);
+  const auto lattice = kcert::stats::equivalence_bucket({R, mean, sd, 1.0, {2, 0.0, 1.0, 1.0}}, 0.3, cut, 5.0);
+  CHECK(lattice.lattice);
+  CHECK_FALSE(lattice.equivalent);
+  // The significance test's resolution (what INCONCLUSIVE reads) is the t half-width either way.
+  CHECK(lattice.half_width_ulp == kcert::stats::equivalence_bucket({R, mean, sd, 1.0}, 0.3, cut, 5.0).half_width_ulp);
+  // A bit-identical bucket: equivalent at R = 1024 (±0.015 ULP), not within ±0.2 at R = 64
+  // (±0.21 ULP: a one-ULP flip at rate 0.2 is missed by 64 replicates with probability 6e-7).
+  CHECK(kcert::stats::equivalence_bucket({1024, 0.0, 0.0, 1.0, {1, 0.0, 0.0, 0.0}}, 0.2, cut, 5.0).equivalent);
+  CHECK_FALSE(kcert::stats::equivalence_bucket({64, 0.0, 0.0, 1.0, {1, 0.0, 0.0, 0.0}}, 0.2, kcert::stats::t_cut(64, 5.0), 5.0).equivalent);
+  CHECK(kcert::stats::equivalence_bucket({64, 0.0, 0.0, 1.0, {1, 0.0, 0.0, 0.0}}, 0.3, kcert::stats::t_cut(64, 5.0), 5.0).equivalent);
 }
