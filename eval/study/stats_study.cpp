@@ -1028,7 +1028,11 @@ int gate_study(const GateOptions& o) {
           const auto [r, done] = run_variance_gate(s, r0, o.r_max, [&] { return law.draw(main_rng); });
           replicates += static_cast<double>(done);
           ++counts[static_cast<int>(r.verdict)];  // Verdict is ordered pass < inconclusive < warn < fail
-          const bool warned = r.tail.heavy.unresolved() || r.tail.heavy.model_matters || !r.evidence.reaches_horizon;
+          // Issue 52's definition: the reason names the heavy-tail doubt (an unresolved rejection,
+          // a verdict the ξ <= 0 clip decides, a thin verdict whose heaviness is untested, which
+          // its evidence marks short of T) or the verdict is INCONCLUSIVE.
+          const bool warned = r.tail.heavy.unresolved() || r.tail.heavy.model_matters || !r.evidence.reaches_horizon ||
+                              r.verdict == st::Verdict::inconclusive;
           lenient += r.verdict < truth;
           unwarned += r.verdict < truth && !warned;
           stricter += r.verdict > truth;

@@ -55,13 +55,15 @@ VarianceEvidence evidence_of(const stats::TailAnalysis& t) {
   e.exceedances = t.n_exc;
   const double declared = t.settings.horizon;
   e.unseen_event_horizon = static_cast<double>(t.khat.count) / 3.0;
-  // A fit bounds r_T at T; the thin-tail bound up to its supported horizon (T unless a PASS is
-  // short of it), and a thin PASS no further than R/3: its bound extrapolates replicates that
-  // do not show the tail (issue 54). With no K̂ above 0 the sample supports R/3 (rule of three).
+  // A fit bounds r_T at T; a thin-tail FAIL (a maximum past fail_K, observed) reaches T; any
+  // other thin verdict no further than its bound's supported horizon and R/3: the bound
+  // extrapolates replicates that do not show the tail (issue 54), under a ξ <= 0 nothing has
+  // tested (issue 52: a WARN read from the maximum says nothing of r_T <= fail_K on a heavy
+  // tail). With no K̂ above 0 the sample supports R/3 (rule of three).
   e.horizon = t.mode == stats::TailMode::fitted ? declared
               : !t.thin                         ? e.unseen_event_horizon
-              : t.verdict == stats::Verdict::pass ? std::min(t.thin->supported_horizon, e.unseen_event_horizon)
-                                                  : t.thin->supported_horizon;
+              : t.verdict == stats::Verdict::fail ? t.thin->supported_horizon
+                                                  : std::min(t.thin->supported_horizon, e.unseen_event_horizon);
   e.reaches_horizon = e.horizon >= declared;
   return e;
 }

@@ -242,6 +242,17 @@ TailAnalysis analyze_tail(std::span<const double> k_hat, const VarianceSettings&
                 : short_of_t ? "; PASS short of the horizon: r <= warn shown up to T' = " +
                                    format_number(a.thin->supported_horizon) + " of T = " + format_number(settings.horizon)
                              : "");
+    // Issue 52: the bound above holds only for ξ <= 0, which no test has checked here. The
+    // stopping rule grows a thin verdict below FAIL until a fit can test it; one still thin
+    // (R_max reached, or a look before the last) says so, with the R a fit would need at the
+    // rate the exceedances came.
+    if (a.verdict != Verdict::fail) {
+      const double per_replicate = (1.0 - settings.tail_q) * static_cast<double>(s.count - s.zeros) / static_cast<double>(s.count);
+      const double need = static_cast<double>(settings.min_exceedances) / std::max(per_replicate, 1e-300);
+      a.reason += "; the tail's heaviness is untested: " + std::to_string(a.n_exc) + " exceedance(s) < " +
+                  std::to_string(settings.min_exceedances) + ", and the bound assumes xi <= 0 (a fit and its heavy-tail test need about R = " +
+                  format_number(std::ceil(need)) + ")";
+    }
     return a;
   }
 

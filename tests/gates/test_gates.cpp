@@ -258,6 +258,30 @@ TEST_CASE("a thin tail's PASS reaches no further than R/3: an unseen rare event 
                                        "R = 1024 replicates: shown up to R/3 = 341.3 of T = 6.25e+05 (rule of three)"));
 }
 
+TEST_CASE("a thin tail's WARN read from the maximum reaches no further than R/3, and says its heaviness is untested (issue 52)",
+          "[gates][variance]") {
+  // 1,024 replicates, 16 events with K-hat 2.5-2.6: the maximum decides WARN. Whether r_T stays
+  // below fail_K at T rests on a xi <= 0 no test has checked with 16 exceedances of 0: the
+  // evidence claimed T before.
+  kcert::gates::VarianceGate gate({}, 1024, 1024, FloatFormat::bf16);
+  std::vector<ReplicateObservation> obs(1024);
+  for (std::size_t i = 0; i < obs.size(); ++i) {
+    obs[i].peak = 1.0;
+    obs[i].e_ref = 0x1p-7;
+    obs[i].e_prod = i % 64 == 0 ? (3.5 + 0.01 * static_cast<double>(i % 11)) * 0x1p-7 : 0.0;  // K-hat 2.5-2.6
+  }
+  gate.observe(batch(obs));
+  CHECK(gate.wants_more(1024) == 0);
+  const auto r = gate.decide();
+  INFO(r.reason);
+  REQUIRE(r.tail.thin);
+  CHECK(r.verdict == Verdict::warn);
+  CHECK(r.evidence.horizon == Approx(1024.0 / 3.0));
+  CHECK_FALSE(r.evidence.reaches_horizon);
+  CHECK_THAT(r.reason, Catch::Contains("the tail's heaviness is untested: "));
+  CHECK_THAT(r.reason, Catch::Contains("the bound assumes xi <= 0 (a fit and its heavy-tail test need about R = "));
+}
+
 TEST_CASE("algebra gate reports the worst discrepancy, and a pattern mismatch before it", "[gates][algebra]") {
   kcert::gates::AlgebraGate gate(4, 1e-9);
   CHECK(gate.fp64_replicates(0, 10) == 4);

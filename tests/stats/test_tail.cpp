@@ -159,11 +159,21 @@ TEST_CASE("thin tail: a small maximum among many zeros is not a PASS at the hori
   // ... and against an unseen event of unknown rate, R/3 (issue 54), which is shorter here.
   CHECK(a.thin->unseen_event_horizon == Approx(128.0 / 3.0));
   CHECK_THAT(a.reason, Catch::Contains("shown up to R/3 = 42.67 of T = 6.25e+05 (rule of three; the bound alone shows r <= warn up to T' = "));
+  // Issue 52: 3 exceedances of u test nothing about xi; the reason says so, with the R at which
+  // 50 would come (26 positive K-hat in 128, a tenth of them over u: 50 / (0.1 * 26 / 128)).
+  CHECK_THAT(a.reason, Catch::Contains("; the tail's heaviness is untested: 3 exceedance(s) < 50, and the bound assumes xi <= 0 "
+                                       "(a fit and its heavy-tail test need about R = 2462)"));
   // The maximum past warn_K decides WARN whatever the bound.
   k.back() = 2.5;
   const auto w = analyze_tail(k, settings);
   CHECK(w.verdict == Verdict::warn);
   CHECK(w.thin->supported_horizon == settings.horizon);
+  CHECK_THAT(w.reason, Catch::Contains("the tail's heaviness is untested"));
+  // A FAIL read from the maximum needs no such caveat: more data cannot clear it.
+  k.back() = 25.0;
+  const auto f = analyze_tail(k, settings);
+  CHECK(f.verdict == Verdict::fail);
+  CHECK_THAT(f.reason, !Catch::Contains("heaviness is untested"));
   // One positive K-hat: no exceedance of u (= that value); it is the exceedance of 0.
   std::vector<double> one(1023, 0.0);
   one.push_back(0.01);
