@@ -3,6 +3,7 @@
 #include "harness/stats/format.hpp"
 
 #include <algorithm>
+#include <optional>
 #include <cmath>
 #include <stdexcept>
 
@@ -60,6 +61,10 @@ BiasStatisticResult judge(const stats::BucketMoments& m, const stats::BucketValu
   std::vector<BucketReport> all;
   all.reserve(m.buckets());
   double hardest = -1.0, hardest_mean = 0.0, hardest_sd = 0.0;
+  // The lattice bucket whose interval reaches furthest: its own R needed (the t figure of the
+  // hardest bucket says nothing of an interval for few values, issue 52).
+  std::optional<stats::BucketSample> widest_lattice;
+  double widest_lattice_ulp = -1.0;
   std::vector<double> half_widths;
   half_widths.reserve(m.buckets());
   for (std::size_t g = 0; g < m.buckets(); ++g) {
@@ -94,6 +99,10 @@ BiasStatisticResult judge(const stats::BucketMoments& m, const stats::BucketValu
     const auto eq = stats::equivalence_bucket(bs, t.c, cut, t.z_star);
     out.equivalent_buckets += eq.equivalent;
     out.lattice_buckets += eq.lattice;
+    if (eq.lattice && !eq.equivalent && eq.widest_ulp > widest_lattice_ulp) {
+      widest_lattice_ulp = eq.widest_ulp;
+      widest_lattice = bs;
+    }
     half_widths.push_back(eq.half_width_ulp);
     if (eq.widest_ulp > out.widest_ulp || out.widest_bucket < 0) {
       out.widest_ulp = eq.widest_ulp;
@@ -129,6 +138,11 @@ BiasStatisticResult judge(const stats::BucketMoments& m, const stats::BucketValu
   out.equivalent = out.equivalent_buckets == static_cast<std::int64_t>(m.buckets());
   if (!out.equivalent && hardest >= 0.0) {
     out.replicates_needed = stats::replicates_for_equivalence(hardest_mean, hardest_sd, t.c, t.z_star);
+    if (widest_lattice) {
+      const auto lattice_need = stats::replicates_for_lattice_equivalence(*widest_lattice, t.c, t.z_star);
+      // 0 means no R would show it: that dominates any finite figure.
+      out.replicates_needed = lattice_need == 0 || out.replicates_needed == 0 ? 0 : std::max(out.replicates_needed, lattice_need);
+    }
   }
   // The typical bucket (median half-width; the upper median for an even count): blind at the
   // floor when its interval is at least ±c wide (stats::BucketEquivalence::blind).

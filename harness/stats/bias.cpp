@@ -181,6 +181,36 @@ std::uint64_t replicates_for_equivalence(double abs_mean_ulp, double sd_ulp, dou
   return hi > cap ? cap + 1 : hi;
 }
 
+std::uint64_t replicates_for_lattice_equivalence(const BucketSample& b, double c, double z_star, std::uint64_t cap) {
+  require_positive(c, "c");
+  require_positive(z_star, "z_star");
+  if (b.support.distinct == 0) throw std::invalid_argument("replicates_for_lattice_equivalence: the bucket's values are not known to be few");
+  if (!(b.ulp > 0.0) || !std::isfinite(b.mean)) throw std::invalid_argument("replicates_for_lattice_equivalence: needs a finite mean and a positive ULP");
+  if (std::fabs(b.mean) / b.ulp >= c) return 0;
+  const boost::math::normal_distribution<double> standard;
+  const double a = boost::math::cdf(boost::math::complement(standard, z_star));
+  const auto fits = [&](std::uint64_t r) {
+    auto at = b;
+    at.replicates = r;
+    const auto [lower, upper] = lattice_interval(at, a);
+    return std::max(std::fabs(lower), std::fabs(upper)) / b.ulp <= c;
+  };
+  // The interval narrows with R (Clopper-Pearson as 1/√R, the unseen mass as 1/R): grow to a
+  // bracket, then bisect.
+  if (fits(2)) return 2;
+  std::uint64_t lo = 2, hi = 4;
+  while (!fits(hi)) {
+    if (hi > cap) return cap + 1;
+    lo = hi;
+    hi *= 2;
+  }
+  while (hi - lo > 1) {
+    const auto mid = lo + (hi - lo) / 2;
+    (fits(mid) ? hi : lo) = mid;
+  }
+  return hi > cap ? cap + 1 : hi;
+}
+
 double per_bucket_false_alarm(double z_star) {
   require_positive(z_star, "z_star");
   const boost::math::normal_distribution<double> standard;

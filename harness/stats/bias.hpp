@@ -154,6 +154,13 @@ BucketEquivalence equivalence_bucket(const BucketSample& bucket, double c, doubl
 std::uint64_t replicates_for_equivalence(double abs_mean_ulp, double sd_ulp, double c, double z_star,
                                          std::uint64_t cap = std::uint64_t{1} << 20);
 
+// The same for a bucket judged by the interval for few values (BucketEquivalence::lattice):
+// the smallest R >= 2 at which its interval, with the sample's proportions held (its mean, its
+// values' range and step), lies inside ±c. 0 when |mean| >= c·u_g; cap + 1 above `cap`.
+// A bit-identical bucket needs R >= ln Φ(-z*) / ln(1 - c): 68 at c = 0.2, 43 at 0.3 (z* = 5).
+std::uint64_t replicates_for_lattice_equivalence(const BucketSample& bucket, double c, double z_star,
+                                                 std::uint64_t cap = std::uint64_t{1} << 20);
+
 // Two-sided per-bucket false-alarm probability 2Φ(-z*) (the level t_cut is set to).
 double per_bucket_false_alarm(double z_star);
 

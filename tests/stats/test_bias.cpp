@@ -241,3 +241,24 @@ TEST_CASE("equivalence on few distinct values: what decides the route", "[bias][
   CHECK_FALSE(kcert::stats::equivalence_bucket({64, 0.0, 0.0, 1.0, {1, 0.0, 0.0, 0.0}}, 0.2, kcert::stats::t_cut(64, 5.0), 5.0).equivalent);
   CHECK(kcert::stats::equivalence_bucket({64, 0.0, 0.0, 1.0, {1, 0.0, 0.0, 0.0}}, 0.3, kcert::stats::t_cut(64, 5.0), 5.0).equivalent);
 }
+
+TEST_CASE("equivalence on few distinct values: the R it needs, by brute force", "[bias][equivalence][lattice]") {
+  // A bit-identical bucket: ln(Phi(-5)) / ln(1 - c) replicates, 68 at c = 0.2 and 43 at 0.3.
+  const kcert::stats::BucketSample zero{64, 0.0, 0.0, 1.0, {1, 0.0, 0.0, 0.0}};
+  CHECK(kcert::stats::replicates_for_lattice_equivalence(zero, 0.2, 5.0) == 68);
+  CHECK(kcert::stats::replicates_for_lattice_equivalence(zero, 0.3, 5.0) == 43);
+  // One element of {0, +1} at 5 % ones; and a bucket at or past the bound: no R.
+  const kcert::stats::BucketSample few{256, 0.05, std::sqrt(0.05 * 0.95 * 256 / 255), 1.0, {2, 0.0, 1.0, 1.0}};
+  const auto need = kcert::stats::replicates_for_lattice_equivalence(few, 0.3, 5.0);
+  REQUIRE(need > 2);
+  const auto equivalent_at = [&](std::uint64_t r) {
+    auto b = few;
+    b.replicates = r;
+    return kcert::stats::equivalence_bucket(b, 0.3, kcert::stats::t_cut(r, 5.0), 5.0).equivalent;
+  };
+  CHECK(equivalent_at(need));
+  CHECK_FALSE(equivalent_at(need - 1));
+  for (std::uint64_t r : {need * 2, need * 8}) CHECK(equivalent_at(r));
+  CHECK(kcert::stats::replicates_for_lattice_equivalence({64, 0.3, 0.4, 1.0, {2, 0.0, 1.0, 1.0}}, 0.3, 5.0) == 0);
+  CHECK_THROWS_AS(kcert::stats::replicates_for_lattice_equivalence({64, 0.0, 0.0, 1.0}, 0.3, 5.0), std::invalid_argument);
+}
