@@ -2,7 +2,8 @@
 assert_close checks, options to set the replicate budget and what WARN and INCONCLUSIVE mean,
 and a summary of every certification at the end of the run.
 
-    # conftest.py (until the package is installed, which registers it as a pytest11 plugin)
+    # conftest.py, from a build tree only: `cmake --install` installs kcert's distribution,
+    # whose pytest11 entry point (named after this module, so the line stays harmless) loads it
     pytest_plugins = ["kcert.pytest_plugin"]
 
     # test_rmsnorm.py

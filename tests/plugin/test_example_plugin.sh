@@ -47,6 +47,34 @@ assert libkcert and all(p.startswith(prefix) for p in libkcert), libkcert
 PY
   out=$(cd "$WORK/elsewhere" && PYTHONPATH=$site "$PYTHON" -m kcert list rmsnorm 2>&1) || fail "python -m kcert list: $out"
   expect_contains "$out" "gemma_offset_in_w"
+  # An installed distribution (issue 33): importlib.metadata knows kcert and its pytest11 entry
+  # point, and pytest loads the plugin with no conftest; a conftest that still names it does
+  # not register it twice (the entry point is named after the module).
+  (cd "$WORK/elsewhere" && PYTHONPATH=$site "$PYTHON" - <<'PY') || fail "the installed distribution's metadata"
+from importlib import metadata
+d = metadata.distribution("kcert")
+assert d.version, d.version
+eps = [e for e in d.entry_points if e.group == "pytest11"]
+assert [(e.name, e.value) for e in eps] == [("kcert.pytest_plugin", "kcert.pytest_plugin")], eps
+files = {str(f) for f in d.files}
+assert any(f.startswith("kcert/_C.") for f in files) and "kcert/pytest_plugin.py" in files, files
+PY
+  mkdir -p "$WORK/pytest/plain" "$WORK/pytest/conftest"
+  cat >"$WORK/pytest/plain/test_certify.py" <<'PY'
+def test_same_kernel_both_sides(kcert):
+    c = kcert.certify(family="rmsnorm", reference="llama", production="llama",
+                      probe={"shape": {"tokens": 16, "hidden": 64}}, replicates=16)
+    assert c.result["verdict"] in ("PASS", "INCONCLUSIVE"), c.result["verdict"]
+PY
+  cp "$WORK/pytest/plain/test_certify.py" "$WORK/pytest/conftest/"
+  echo 'pytest_plugins = ["kcert.pytest_plugin"]' >"$WORK/pytest/conftest/conftest.py"
+  for dir in plain conftest; do
+    out=$(cd "$WORK/pytest/$dir" && PYTHONPATH=$site "$PYTHON" -m pytest -q -p no:cacheprovider 2>&1) ||
+      fail "pytest with the installed plugin ($dir): $out"
+    expect_contains "$out" "1 passed"
+    help=$(cd "$WORK/pytest/$dir" && PYTHONPATH=$site "$PYTHON" -m pytest --help 2>&1) || fail "pytest --help ($dir): $help"
+    expect_contains "$help" "--kcert-replicates"
+  done
   echo "installed Python package: $site"
 fi
 
