@@ -62,6 +62,23 @@ void require_usable(const BucketSample& b, const char* who) {
   if (!(b.ulp > 0.0) || !std::isfinite(b.ulp)) throw std::invalid_argument(w + ": ulp must be positive and finite, got " + format_number(b.ulp));
   if (!std::isfinite(b.mean)) throw std::invalid_argument(w + ": mean must be finite, got " + format_number(b.mean));
 }
+// The smallest R >= 2 with fits(R), for a test that once true stays true as R grows: grow
+// from `first_guess` (> 2) to a bracket, then bisect. cap + 1 when beyond `cap`.
+template <class Fits>
+std::uint64_t smallest_fitting_replicates(const Fits& fits, std::uint64_t first_guess, std::uint64_t cap) {
+  if (fits(2)) return 2;
+  std::uint64_t lo = 2, hi = first_guess;
+  while (!fits(hi)) {
+    if (hi > cap) return cap + 1;
+    lo = hi;
+    hi *= 2;
+  }
+  while (hi - lo > 1) {
+    const auto mid = lo + (hi - lo) / 2;
+    (fits(mid) ? hi : lo) = mid;
+  }
+  return hi > cap ? cap + 1 : hi;
+}
 }  // namespace
 
 BucketDecision decide_bucket(const BucketSample& b, const BiasThresholds& t, double cut) {
@@ -165,20 +182,9 @@ std::uint64_t replicates_for_equivalence(double abs_mean_ulp, double sd_ulp, dou
   if (abs_mean_ulp >= c) return 0;
   const double k = sd_ulp / (c - abs_mean_ulp);  // the interval fits when cut·k/√R <= 1
   if (k == 0.0) return 2;
+  // cut(R)·k/√R falls with R.
   const auto fits = [&](std::uint64_t r) { return t_cut(r, z_star) * k / std::sqrt(static_cast<double>(r)) <= 1.0; };
-  if (fits(2)) return 2;
-  // cut(R)·k/√R falls with R: grow to a bracket, then bisect to the smallest R that fits.
-  std::uint64_t lo = 2, hi = std::max<std::uint64_t>(3, static_cast<std::uint64_t>(std::ceil(z_star * z_star * k * k)));
-  while (!fits(hi)) {
-    if (hi > cap) return cap + 1;
-    lo = hi;
-    hi *= 2;
-  }
-  while (hi - lo > 1) {
-    const auto mid = lo + (hi - lo) / 2;
-    (fits(mid) ? hi : lo) = mid;
-  }
-  return hi > cap ? cap + 1 : hi;
+  return smallest_fitting_replicates(fits, std::max<std::uint64_t>(3, static_cast<std::uint64_t>(std::ceil(z_star * z_star * k * k))), cap);
 }
 
 std::uint64_t replicates_for_lattice_equivalence(const BucketSample& b, double c, double z_star, std::uint64_t cap) {
@@ -195,20 +201,8 @@ std::uint64_t replicates_for_lattice_equivalence(const BucketSample& b, double c
     const auto [lower, upper] = lattice_interval(at, a);
     return std::max(std::fabs(lower), std::fabs(upper)) / b.ulp <= c;
   };
-  // The interval narrows with R (Clopper-Pearson as 1/√R, the unseen mass as 1/R): grow to a
-  // bracket, then bisect.
-  if (fits(2)) return 2;
-  std::uint64_t lo = 2, hi = 4;
-  while (!fits(hi)) {
-    if (hi > cap) return cap + 1;
-    lo = hi;
-    hi *= 2;
-  }
-  while (hi - lo > 1) {
-    const auto mid = lo + (hi - lo) / 2;
-    (fits(mid) ? hi : lo) = mid;
-  }
-  return hi > cap ? cap + 1 : hi;
+  // The interval narrows with R (Clopper-Pearson as 1/√R, the unseen mass as 1/R).
+  return smallest_fitting_replicates(fits, 4, cap);
 }
 
 double per_bucket_false_alarm(double z_star) {
