@@ -34,6 +34,10 @@ struct ReplicateObservation {
   double e_prod = 0.0, e_ref = 0.0, peak = 0.0;  // ‖prod - oracle‖∞, ‖ref - oracle‖∞, max |oracle|
   double rmse_prod = 0.0, rmse_ref = 0.0;        // against the oracle
   double close_violations = 0.0;                 // elements outside assert_close's tolerances
+  // The production's output is the reference's, bit for bit, in this replicate: it amplifies
+  // nothing (K̂ = 0), whatever each side's distance to the oracle (issue 54: two bit-identical
+  // kernels scored U 1.98 from K̂ = (e_ref - ε)/e_ref < 1, one percent under warn_K).
+  bool same_as_reference = false;
   // Selecting families only (kernels::Family::selects): decisions (rows) in the replicate,
   // those the fp64 oracle calls a near tie (either side accepted), and the rows whose
   // selected set differs from the oracle's, per side and discordantly (paired test).

@@ -193,7 +193,7 @@ TailAnalysis analyze_tail(std::span<const double> k_hat, const VarianceSettings&
   if (s.zeros == s.count) {
     a.mode = TailMode::trivially_aligned;
     a.verdict = Verdict::pass;
-    a.reason = "trivially aligned: production within one ULP of the oracle in every replicate";
+    a.reason = "trivially aligned: production within one ULP of the oracle, or bit-identical to the reference, in every replicate";
     return a;
   }
 

@@ -94,6 +94,12 @@ TEST_CASE("K-hat follows the degenerate rules of method.md section 4", "[gates][
   CHECK(kcert::gates::k_hat(o, FloatFormat::bf16) == Approx(2 * 0x1p-7 / 0.01));
   o.e_ref = 0.0;
   CHECK(std::isinf(kcert::gates::k_hat(o, FloatFormat::bf16)));
+  // The reference's own output (issue 54): nothing amplified, though by the formula it would
+  // score (e_ref - eps)/e_ref, just under 1.
+  o.e_prod = o.e_ref = 0.01;
+  CHECK(kcert::gates::k_hat(o, FloatFormat::bf16) == Approx(1.0 - 0x1p-7 / 0.01));
+  o.same_as_reference = true;
+  CHECK(kcert::gates::k_hat(o, FloatFormat::bf16) == 0.0);
 }
 
 TEST_CASE("variance gate stops at once when every replicate is trivially aligned", "[gates][variance]") {

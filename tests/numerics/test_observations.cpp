@@ -49,6 +49,16 @@ TEST_CASE("observations are exact bucket means of prod - ref and sign(ref)·(pro
   CHECK(o.rmse_prod == Approx(std::sqrt((0.25 * 0.25 + 0 + 0.25 * 0.25 + 0.5 * 0.5) / 4)));
   CHECK(o.rmse_ref == Approx(std::sqrt((0.25 * 0.25 + 0 + 0 + 0.5 * 0.5) / 4)));
   CHECK(o.close_violations == 3.0);
+  CHECK_FALSE(o.same_as_reference);
+  // The reference against itself is bit-identical in each replicate; one element apart is not.
+  const auto two = torch::cat({ref, ref}).contiguous();
+  auto other = two.clone();
+  other[1][1][1] = 4.03125;  // the next bf16 after 4
+  const auto same = kcert::numerics::observe(two, other, torch::cat({oracle, oracle}), torch::Tensor(), layout, 0, shape,
+                                             kcert::stats::FloatFormat::bf16);
+  REQUIRE(same.replicates.size() == 2);
+  CHECK(same.replicates[0].same_as_reference);
+  CHECK_FALSE(same.replicates[1].same_as_reference);
 }
 
 TEST_CASE("the fp64 comparison finds the worst relative discrepancy and the first NaN/Inf mismatch", "[numerics]") {
