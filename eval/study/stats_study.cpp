@@ -1003,7 +1003,7 @@ int gate_study(const GateOptions& o) {
   std::cout << fmt::format(
       "The variance gate end to end (kcert::gates::VarianceGate: looks at their share of α, growth to R_max = {}, bounded-tail "
       "check) on K̂ laws with a known r_T at T = {:g}, warn {:g} / fail {:g}; {} runs per cell. 'lenient': the verdict is "
-      "below the truth's; 'unwarned' of those: no heavy-tail warning and evidence reaching T; 'stricter': above it. "
+      "below the truth's; 'unwarned' of those: no heavy-tail warning, evidence reaching T and not INCONCLUSIVE; 'stricter': above it. "
       "'fitted': stopped on a GPD fit (the rest on the thin-tail exponential bound, or on a +inf K̂). 'U covers': U >= r_T on the stopped sample, GPD and thin-tail bounds.\n\n",
       o.r_max, settings.horizon, settings.warn_k, settings.fail_k, o.samples);
   std::cout << "| law | zeros | R₀ | r_T | truth | PASS / WARN / FAIL | lenient [95 % CI] | unwarned lenient | stricter | fitted | U covers | heavy flagged | mean replicates |\n";

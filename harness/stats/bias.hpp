@@ -113,15 +113,18 @@ Attribution attribute_bucket(const BucketDecision& difference, const Attribution
 // correction. A PASS without it is "not detected", not "shown equivalent" (method.md's caveat).
 //
 // Which interval depends on what the bucket's values are (issue 52, docs/statistics.md):
-//  - many distinct values (support.distinct = 0): Student's t, mean ± cut·sd/√R
-//    (cut = t_cut(R, z*)); its level holds for near-Gaussian bucket statistics.
-//  - a few distinct values (a lattice: a bucket of a few elements whose differences are 0 or
-//    ±1 ULP): the t interval's level does not hold there (exactly 255x / 13x / 4x the stated a
-//    at R 64 / 256 / 1024 for one element of {0, +1} at c = 0.3), so the interval is the
-//    Clopper-Pearson one of a two-valued law on [lo, hi] (k = R·(mean - lo)/(hi - lo); exact
-//    when the values are two, and conservative for any law on [lo, hi], which dominates it in
-//    convex order), each side widened by q·step for values beyond the range the replicates did
-//    not show: q = 1 - a^(1/R) is the largest mass R replicates miss with probability a.
+//  - many distinct values (support.distinct = 0), or values that do not repeat (more than
+//    R/2 distinct): Student's t, mean ± cut·sd/√R (cut = t_cut(R, z*)); its level holds for
+//    near-Gaussian bucket statistics.
+//  - a few distinct values that repeat (2 to 24 of them, at most R/2: a lattice, a bucket of a
+//    few elements whose differences are 0 or ±1 ULP): the t interval's level does not hold
+//    there (exactly 255x / 13x / 4x the stated a at R 64 / 256 / 1024 for one element of
+//    {0, +1} at c = 0.3), so the interval is the Clopper-Pearson one of a two-valued law on
+//    [lo, hi] (k = R·(mean - lo)/(hi - lo); exact when the values are two; for more values
+//    conservative on the laws measured, means of {0, +1} elements, which the two-valued law
+//    dominates in convex order), each side widened by q·step for values beyond the range the
+//    replicates did not show: q = 1 - a^(1/R) is the largest mass R replicates miss with
+//    probability a.
 //  - one value v (a constant bucket, bit-identical included): v ± q·u_g, one ULP beyond on each
 //    side at the mass R replicates can miss.
 struct BucketEquivalence {

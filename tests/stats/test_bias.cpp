@@ -233,6 +233,23 @@ TEST_CASE("equivalence on few distinct values: what decides the route", "[bias][
   const auto lattice = kcert::stats::equivalence_bucket({R, mean, sd, 1.0, {2, 0.0, 1.0, 1.0}}, 0.3, cut, 5.0);
   CHECK(lattice.lattice);
   CHECK_FALSE(lattice.equivalent);
+  // Values that do not repeat are not a lattice, however few: 16 distinct values in 16
+  // replicates take the t interval (found in review: as a lattice on their own range with a step
+  // near 0, a Gaussian bucket at R 16 was shown equivalent about 1,000x too often).
+  kcert::stats::RunningMoments g;
+  kcert::stats::DistinctValues gv;
+  for (int r = 0; r < 16; ++r) {
+    const double x = 0.05 * std::sin(1.0 + r);  // 16 distinct values
+    g.add(x);
+    gv.add(x);
+  }
+  REQUIRE(gv.support().distinct == 16);
+  const kcert::stats::BucketSample continuous{16, g.mean(), g.sd(), 1.0, gv.support()};
+  const auto ct = kcert::stats::equivalence_bucket(continuous, 0.3, kcert::stats::t_cut(16, 5.0), 5.0);
+  CHECK_FALSE(ct.lattice);
+  CHECK(ct.upper_ulp - g.mean() == Approx(ct.half_width_ulp));
+  // The same values each twice (32 replicates, 16 distinct): they repeat, a lattice.
+  CHECK(kcert::stats::equivalence_bucket({32, g.mean(), g.sd(), 1.0, gv.support()}, 0.3, kcert::stats::t_cut(32, 5.0), 5.0).lattice);
   // The significance test's resolution (what INCONCLUSIVE reads) is the t half-width either way.
   CHECK(lattice.half_width_ulp == kcert::stats::equivalence_bucket({R, mean, sd, 1.0}, 0.3, cut, 5.0).half_width_ulp);
   // A bit-identical bucket: equivalent at R = 1024 (±0.015 ULP), not within ±0.2 at R = 64
