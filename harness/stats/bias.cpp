@@ -136,8 +136,7 @@ namespace {
 // Whether the bucket's values are few in the sense the bounded interval needs: known, and
 // repeating (at most R/2 of them). R replicates of a continuous statistic show R distinct
 // values; at R <= 24 they are all kept, and taken as a lattice on their own range with a step
-// near 0 the interval missed a mean outside that range (Gaussian at R = 16: about 1,000x the
-// stated level; found in review).
+// near 0 the interval missed a mean outside that range (found in review; not measured).
 bool values_repeat(const BucketSample& b) {
   return b.support.distinct > 0 && 2 * b.support.distinct <= b.replicates;
 }

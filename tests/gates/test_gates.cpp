@@ -237,22 +237,31 @@ TEST_CASE("variance gate doubles R while a thin tail's bound straddles a thresho
   CHECK(r.evidence.horizon < r.tail.settings.horizon);
 }
 
+// A variance gate over 1,024 bf16 replicates (peak 1, e_ref one ULP) whose e_prod `e_prod(i)`
+// gives, at a fixed R: the decision, once it wants no more.
+template <class EProd>
+kcert::gates::VarianceResult decide_1024(EProd&& e_prod) {
+  kcert::gates::VarianceGate gate({}, 1024, 1024, FloatFormat::bf16);
+  std::vector<ReplicateObservation> obs(1024);
+  for (std::size_t i = 0; i < obs.size(); ++i) {
+    obs[i].peak = 1.0;
+    obs[i].e_ref = 0x1p-7;
+    obs[i].e_prod = e_prod(i);
+  }
+  gate.observe(batch(obs));
+  CHECK(gate.wants_more(1024) == 0);
+  return gate.decide();
+}
+
 TEST_CASE("a thin tail's PASS reaches no further than R/3: an unseen rare event is not excluded beyond it (issue 54)",
           "[gates][variance]") {
   // 1,024 replicates: K-hat 0 in most, tiny in a few (the harmless side of a kernel whose
   // defect fires in ~1e-4 of calls and never did here). The exponential bound over them shows
   // r_T <= warn_K at T, and the evidence claimed T = 6.25e5 on 1,024 replicates; the rule of
   // three allows R/3.
-  kcert::gates::VarianceGate gate({}, 1024, 1024, FloatFormat::bf16);
-  std::vector<ReplicateObservation> obs(1024);
-  for (std::size_t i = 0; i < obs.size(); ++i) {
-    obs[i].peak = 1.0;
-    obs[i].e_ref = 0x1p-7;
-    obs[i].e_prod = i % 64 == 0 ? (1.0 + 0.01 * static_cast<double>(i % 7)) * 0x1p-7 + 0x1p-7 : 0.0;  // K-hat 1.0-1.06
-  }
-  gate.observe(batch(obs));
-  CHECK(gate.wants_more(1024) == 0);
-  const auto r = gate.decide();
+  const auto r = decide_1024([](std::size_t i) {  // K-hat 1.0-1.06
+    return i % 64 == 0 ? (1.0 + 0.01 * static_cast<double>(i % 7)) * 0x1p-7 + 0x1p-7 : 0.0;
+  });
   INFO(r.reason);
   REQUIRE(r.tail.thin);
   CHECK(r.verdict == Verdict::pass);
@@ -269,16 +278,9 @@ TEST_CASE("a thin tail's WARN read from the maximum reaches no further than R/3,
   // 1,024 replicates, 16 events with K-hat 2.5-2.6: the maximum decides WARN. Whether r_T stays
   // below fail_K at T rests on a xi <= 0 no test has checked with 16 exceedances of 0: the
   // evidence claimed T before.
-  kcert::gates::VarianceGate gate({}, 1024, 1024, FloatFormat::bf16);
-  std::vector<ReplicateObservation> obs(1024);
-  for (std::size_t i = 0; i < obs.size(); ++i) {
-    obs[i].peak = 1.0;
-    obs[i].e_ref = 0x1p-7;
-    obs[i].e_prod = i % 64 == 0 ? (3.5 + 0.01 * static_cast<double>(i % 11)) * 0x1p-7 : 0.0;  // K-hat 2.5-2.6
-  }
-  gate.observe(batch(obs));
-  CHECK(gate.wants_more(1024) == 0);
-  const auto r = gate.decide();
+  const auto r = decide_1024([](std::size_t i) {  // K-hat 2.5-2.6
+    return i % 64 == 0 ? (3.5 + 0.01 * static_cast<double>(i % 11)) * 0x1p-7 : 0.0;
+  });
   INFO(r.reason);
   REQUIRE(r.tail.thin);
   CHECK(r.verdict == Verdict::warn);

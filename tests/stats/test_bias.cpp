@@ -235,7 +235,7 @@ TEST_CASE("equivalence on few distinct values: what decides the route", "[bias][
   CHECK_FALSE(lattice.equivalent);
   // Values that do not repeat are not a lattice, however few: 16 distinct values in 16
   // replicates take the t interval (found in review: as a lattice on their own range with a step
-  // near 0, a Gaussian bucket at R 16 was shown equivalent about 1,000x too often).
+  // near 0, a continuous bucket at small R would be shown equivalent far too often).
   kcert::stats::RunningMoments g;
   kcert::stats::DistinctValues gv;
   for (int r = 0; r < 16; ++r) {
