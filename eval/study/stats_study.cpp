@@ -895,6 +895,8 @@ int selection_study(const SelectionOptions& o) {
 //   mix         0.9·Exp(scale) + 0.1·Exp(10·scale) (two error mechanisms, a heavy-looking tail)
 //   bounded     0.988·Exp(scale/20) + 0.012·Uniform[0.94·scale, scale] (a capped amplification
 //               whose exceedances mix two scales, the shape of a router's K̂)
+//   capped      min(Exp(scale/4), scale): an exponential body capped by construction, 1.8 % of
+//               K̂ tied at the cap (a double rounding's largest error)
 struct KhatLaw {
   std::string shape;
   double xi = 0.0;
@@ -905,12 +907,14 @@ struct KhatLaw {
     if (zeros > 0.0 && rng.uniform() < zeros) return 0.0;
     if (shape == "gpd") return scale * gpd_draw(rng, xi);
     if (shape == "mix") return scale * (rng.uniform() < 0.1 ? 10.0 : 1.0) * gpd_draw(rng, 0.0);
+    if (shape == "capped") return scale * std::min(0.25 * gpd_draw(rng, 0.0), 1.0);
     return rng.uniform() < 0.012 ? scale * (0.94 + 0.06 * rng.uniform()) : scale / 20.0 * gpd_draw(rng, 0.0);
   }
   // P(X > x) for scale 1.
   double survival_unit(double x) const {
     if (shape == "gpd") return xi == 0.0 ? std::exp(-x) : (1.0 + xi * x <= 0.0 ? 0.0 : std::pow(1.0 + xi * x, -1.0 / xi));
     if (shape == "mix") return 0.9 * std::exp(-x) + 0.1 * std::exp(-x / 10.0);
+    if (shape == "capped") return x < 1.0 ? std::exp(-4.0 * x) : 0.0;
     const double cluster = x < 0.94 ? 1.0 : x >= 1.0 ? 0.0 : (1.0 - x) / 0.06;
     return 0.988 * std::exp(-20.0 * x) + 0.012 * cluster;
   }
@@ -928,7 +932,7 @@ struct KhatLaw {
 };
 
 KhatLaw parse_law(const std::string& spec) {
-  // SHAPE[:XI][@ZEROS], e.g. gpd:-0.3, gpd:0.1@0.8, mix, bounded
+  // SHAPE[:XI][@ZEROS], e.g. gpd:-0.3, gpd:0.1@0.8, mix, bounded, capped
   KhatLaw law;
   std::string body = spec;
   if (const auto at = body.find('@'); at != std::string::npos) {
@@ -939,7 +943,7 @@ KhatLaw parse_law(const std::string& spec) {
     law.xi = std::stod(body.substr(colon + 1));
     body = body.substr(0, colon);
   }
-  if (body != "gpd" && body != "mix" && body != "bounded") throw std::invalid_argument("unknown law shape '" + body + "'");
+  if (body != "gpd" && body != "mix" && body != "bounded" && body != "capped") throw std::invalid_argument("unknown law shape '" + body + "'");
   law.shape = body;
   return law;
 }
@@ -1157,6 +1161,97 @@ int rare_event_study(const RareEventOptions& o) {
   return o.check && !ok ? 1 : 0;
 }
 
+// ---- capped K̂ laws read as heavy at the tail threshold (issue 54) -----------------------
+
+// analyze_tail on samples with a fixed count of exceedances over q0.9 (R = n / 0.1 / (1 - zeros)),
+// K̂ from a law with a known r_T. 'before': the verdict the analysis gave before the endpoint
+// test (an unresolved heavy-tail rejection: WARN at least on the bound over ξ up to 1),
+// reconstructed from the same analysis; 'after': today's.
+struct CappedOptions {
+  std::string laws = "bounded,capped,bounded@0.8,capped@0.8,gpd:0,gpd:0.2,gpd:0.5,mix";
+  std::string levels = "1,1.9,2.6,11";
+  std::string exceedances = "50,100,400";
+  int samples = 400;
+  std::uint64_t seed = 54;
+  std::optional<double> check;  // the largest WARN-or-worse rate accepted on a capped law with a true PASS
+};
+
+int capped_study(const CappedOptions& o) {
+  namespace st = kcert::stats;
+  st::VarianceSettings settings;
+  settings.bootstrap = 0;
+  const double warn = settings.warn_k, fail = settings.fail_k;
+  std::cout << fmt::format(
+      "Capped and heavy K̂ laws through the tail analysis at a fixed count of exceedances over q{:g} ({} samples per cell; "
+      "T = {:g}, warn {:g} / fail {:g}). 'heavy at u': the bounded-tail LR test rejects over u; 'resolved above': a higher "
+      "threshold shows the bounded tail; 'endpoint': the top order statistics close on an endpoint (issue 54), and the "
+      "maximum decides. 'before': the verdict without the endpoint test (WARN at least, U over ξ up to {:g}), from the same "
+      "analysis. 'flagged': WARN or FAIL. 'short': a PASS the maximum decided, its evidence stopping at R/3.\n\n",
+      settings.tail_q, o.samples, settings.horizon, warn, fail, settings.heavy_tail_xi_max);
+  std::cout << "| law | zeros | exceedances | r_T | truth | heavy at u | resolved above | endpoint [95 % CI] | before PASS / WARN / FAIL | after PASS / WARN / FAIL | flagged before -> after [95 % CI] | short |\n";
+  std::cout << "|---|---|---|---|---|---|---|---|---|---|---|---|\n";
+  bool ok = true;
+  for (const auto& spec : split_list(o.laws)) {
+    const KhatLaw unit = parse_law(spec);
+    const bool capped = unit.shape == "bounded" || unit.shape == "capped";
+    for (double level : parse_list(o.levels)) {
+      KhatLaw law = unit;
+      law.scale = level / unit.return_level_unit(settings.horizon);
+      const auto truth = st::threshold_verdict(level, warn, fail);
+      // Capped laws are studied where the cap lies under warn_K (the issue's case); the heavy ones at every level.
+      if (capped && truth != st::Verdict::pass) continue;
+      for (double nd : parse_list(o.exceedances)) {
+        const auto R = static_cast<std::size_t>(std::ceil(nd / (1.0 - settings.tail_q) / (1.0 - unit.zeros)));
+        int before[4] = {0, 0, 0, 0}, after[4] = {0, 0, 0, 0}, heavy = 0, resolved = 0, endpoint = 0, shortened = 0;
+        std::vector<double> k(R);
+        for (int sample = 0; sample < o.samples; ++sample) {
+          SplitMix64 rng(derive_seed(o.seed, static_cast<std::uint64_t>(sample) * 7919ULL + R * 104729ULL +
+                                                 std::hash<std::string>{}(spec) + static_cast<std::uint64_t>(level * 1000)));
+          for (auto& v : k) v = law.draw(rng);
+          const auto a = st::analyze_tail(k, settings);
+          const auto& h = a.heavy;
+          heavy += h.rejected;
+          resolved += h.bounded_q.has_value();
+          endpoint += h.maximum_decides();
+          st::Verdict old = a.verdict;
+          if (h.maximum_decides()) {
+            old = st::worst(st::threshold_verdict(*h.U_unclipped, warn, fail), st::Verdict::warn);
+            if (st::maximum_is_a_floor(a.khat.count, settings.horizon)) old = st::worst(old, st::threshold_verdict(a.khat.max, warn, fail));
+            shortened += a.verdict == st::Verdict::pass;  // read from the maximum: short of T
+          }
+          ++before[static_cast<int>(old)];
+          ++after[static_cast<int>(a.verdict)];
+        }
+        const double n = o.samples;
+        const int flagged_before = before[2] + before[3], flagged_after = after[2] + after[3];
+        const auto [elo, ehi] = wilson(endpoint, n);
+        const auto [flo, fhi] = wilson(flagged_after, n);
+        std::cout << fmt::format("| {} | {:g} | {:g} | {:g} | {} | {:.0f} % | {:.0f} % | {:.3f} [{:.3f}, {:.3f}] | {:.0f} / {:.0f} / {:.0f} % | {:.0f} / {:.0f} / {:.0f} % | {:.3f} -> {:.3f} [{:.3f}, {:.3f}] | {:.0f} % |\n",
+                                 unit.shape == "gpd" ? fmt::format("GPD({:+g})", unit.xi) : unit.shape, unit.zeros, nd, level,
+                                 st::to_string(truth), 100 * heavy / n, 100 * resolved / n, endpoint / n, elo, ehi,
+                                 100 * before[0] / n, 100 * before[2] / n, 100 * before[3] / n, 100 * after[0] / n,
+                                 100 * after[2] / n, 100 * after[3] / n, flagged_before / n, flagged_after / n, flo, fhi,
+                                 100 * shortened / n);
+        // The promises: a capped K̂ under warn_K is flagged at most at the check's rate (its
+        // Wilson interval above it fails); a heavy tail (ξ > 0, or the two-exponential mixture)
+        // is read as closing on an endpoint at most at the test's α, 1 - heavy_tail_level.
+        if (o.check && capped && flo > *o.check) {
+          ok = false;
+          std::cerr << fmt::format("{} r_T {:g}, {:g} exceedances: flagged in {:.3f} [{:.3f}, {:.3f}] > {:g}\n", spec, level, nd,
+                                   flagged_after / n, flo, fhi, *o.check);
+        }
+        const bool heavy_law = (unit.shape == "gpd" && unit.xi > 0.0) || unit.shape == "mix";
+        if (o.check && heavy_law && elo > 1.0 - settings.heavy_tail_level) {
+          ok = false;
+          std::cerr << fmt::format("{} r_T {:g}, {:g} exceedances: read as closing on an endpoint in {:.3f} [{:.3f}, {:.3f}]\n", spec,
+                                   level, nd, endpoint / n, elo, ehi);
+        }
+      }
+    }
+  }
+  return o.check && !ok ? 1 : 0;
+}
+
 // ---- bias test on per-element dW buckets (backward, issue 31) -----------------------------
 
 // Round-to-nearest-even to bfloat16, in float (finite inputs).
@@ -1357,7 +1452,7 @@ int main(int argc, char** argv) {
   attr->add_flag("--check", ao.check, "exit 1 when a measured rate misses the stated claims");
   GateOptions go;
   auto* gate = app.add_subcommand("variance-gate", "the variance gate end to end on K-hat laws with a known r_T: lenient and stricter rates");
-  gate->add_option("--laws", go.laws, "K-hat laws SHAPE[:XI][@ZEROS] (gpd, mix, bounded), comma-separated")->capture_default_str();
+  gate->add_option("--laws", go.laws, "K-hat laws SHAPE[:XI][@ZEROS] (gpd, mix, bounded, capped), comma-separated")->capture_default_str();
   gate->add_option("--levels", go.levels, "true r_T of each cell, comma-separated")->capture_default_str();
   gate->add_option("--first", go.first, "R at the first look, comma-separated")->capture_default_str();
   gate->add_option("--max-replicates", go.r_max, "R_max")->capture_default_str();
@@ -1375,6 +1470,14 @@ int main(int argc, char** argv) {
   rare->add_option("--samples", reo.samples, "runs per cell")->capture_default_str();
   rare->add_option("--seed", reo.seed)->capture_default_str();
   rare->add_flag("--check", reo.check, "exit 1 when a thin-tail PASS claims the horizon T");
+  CappedOptions cpo;
+  auto* cap = app.add_subcommand("capped-tail", "capped and heavy K-hat laws at 50-400 exceedances: the heavy-tail test, the endpoint test, verdicts before and after");
+  cap->add_option("--laws", cpo.laws, "K-hat laws SHAPE[:XI][@ZEROS] (gpd, mix, bounded, capped), comma-separated")->capture_default_str();
+  cap->add_option("--levels", cpo.levels, "true r_T of each cell, comma-separated (capped laws only under warn_K)")->capture_default_str();
+  cap->add_option("--exceedances", cpo.exceedances, "exceedances over u, comma-separated")->capture_default_str();
+  cap->add_option("--samples", cpo.samples, "samples per cell")->capture_default_str();
+  cap->add_option("--seed", cpo.seed)->capture_default_str();
+  cap->add_option("--check", cpo.check, "exit 1 when a capped law under warn_K is flagged above this rate, or a heavy law reads as closing on an endpoint above the test's alpha");
   DwNullOptions dwo;
   auto* dw = app.add_subcommand("dw-null", "false-alarm rate of the bias test on per-element dW buckets of a benign backward pair");
   dw->add_option("--replicates", dwo.replicates, "R values, comma-separated")->capture_default_str();
@@ -1423,6 +1526,7 @@ int main(int argc, char** argv) {
   if (*dw) return dw_null(dwo);
   if (*gate) return gate_study(go);
   if (*rare) return rare_event_study(reo);
+  if (*cap) return capped_study(cpo);
   if (*attr) return attribution_study(ao);
   if (*cov) return coverage(co);
   if (*sel) return selection_study(so);

@@ -40,6 +40,10 @@ constexpr void describe(V& v, stats::ThinTailBound& b) {
     named("supported_horizon", b.supported_horizon), named("unseen_event_horizon", b.unseen_event_horizon));
 }
 template <class V>
+constexpr void describe(V& v, stats::EndpointEvidence& e) {
+  v(named("top", e.top), named("ratio", e.ratio), named("cut", e.cut), named("level", e.level));
+}
+template <class V>
 constexpr void describe(V& v, VarianceEvidence& e) {
   v(named("replicates", e.replicates), named("events", e.events), named("exceedances", e.exceedances),
     named("horizon", e.horizon), named("reaches_horizon", e.reaches_horizon),
@@ -101,6 +105,7 @@ inline constexpr bool fully_described_v = detail::described_count<T>() == detail
 
 static_assert(fully_described_v<stats::GpdFit>, "stats::GpdFit: a member is not in its description");
 static_assert(fully_described_v<stats::ThinTailBound>, "stats::ThinTailBound: a member is not in its description");
+static_assert(fully_described_v<stats::EndpointEvidence>, "stats::EndpointEvidence: a member is not in its description");
 static_assert(fully_described_v<VarianceEvidence>, "gates::VarianceEvidence: a member is not in its description");
 static_assert(fully_described_v<BucketReport::SideBias>, "BucketReport::SideBias: a member is not in its description");
 static_assert(fully_described_v<BaselineCheck>, "gates::BaselineCheck: a member is not in its description");

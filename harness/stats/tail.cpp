@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <boost/math/distributions/chi_squared.hpp>
+#include <boost/math/distributions/fisher_f.hpp>
 #include <cmath>
 #include <limits>
 #include <sstream>
@@ -72,6 +73,30 @@ ThinTailBound thin_tail_bound(std::span<const double> excesses, double u, double
   const double events_at_horizon = horizon * b.zeta_upper;
   b.U = events_at_horizon > 1.0 ? std::max(max_khat, u + b.sigma_upper * std::log(events_at_horizon)) : max_khat;
   return b;
+}
+
+std::optional<EndpointEvidence> endpoint_test(std::span<const double> ascending, double level) {
+  const std::size_t n = ascending.size();
+  std::size_t tried = 0;
+  for (const std::size_t m : kEndpointSplits) tried += 2 * m + 1 <= n;
+  if (tried == 0) return std::nullopt;
+  const double alpha = (1.0 - level) / static_cast<double>(tried);
+  // X_(j) is the j-th largest: ascending[n - j].
+  auto normalized_spacing = [&](std::size_t j) {
+    return static_cast<double>(j) * (ascending[n - j] - ascending[n - j - 1]);
+  };
+  for (const std::size_t m : kEndpointSplits) {
+    if (2 * m + 1 > n) break;
+    double top = 0.0, below = 0.0;
+    for (std::size_t j = 1; j <= m; ++j) top += normalized_spacing(j);
+    for (std::size_t j = m + 1; j <= 2 * m; ++j) below += normalized_spacing(j);
+    if (!(below > 0.0)) continue;
+    const double df = 2.0 * static_cast<double>(m);
+    const double cut = boost::math::quantile(boost::math::fisher_f_distribution<double>(df, df), alpha);
+    const double ratio = top / below;
+    if (ratio < cut) return EndpointEvidence{2 * m, ratio, cut, 1.0 - alpha};
+  }
+  return std::nullopt;
 }
 
 double quantile_sorted(std::span<const double> sorted, double q) {
@@ -291,6 +316,10 @@ TailAnalysis analyze_tail(std::span<const double> k_hat, const VarianceSettings&
       }
     }
   }
+  // No higher threshold has the exceedances to show a bounded tail (a capped K̂ whose two scales
+  // need ~50 exceedances over q0.99, or ties at its cap): the top order statistics may still
+  // show the endpoint, at the same level (issue 54).
+  if (h.rejected && !h.bounded_q) h.endpoint = endpoint_test(peaks.exceedances, settings.heavy_tail_level);
   // ξ̂ = -1 ("uniform up to the largest exceedance"): the profile handles the boundary; the
   // maximum is a floor under U (r_T at a horizon past R cannot lie below the sample maximum
   // by much, and a bound below it would be read as one).
@@ -307,7 +336,7 @@ TailAnalysis analyze_tail(std::span<const double> k_hat, const VarianceSettings&
     unclipped = profile_return_level(peaks.exceedances, a.u, a.zeta, settings.horizon, settings.profile_level,
                                      settings.heavy_tail_xi_max);
     h.U_unclipped = unclipped->upper;
-    h.model_matters = !heavy_unresolved &&
+    h.model_matters = !heavy_unresolved && !h.maximum_decides() &&
                       threshold_verdict(*h.U_unclipped, warn, fail) != threshold_verdict(h.U_clipped, warn, fail);
   }
   const auto& bound = heavy_unresolved ? *unclipped : clipped;
@@ -342,7 +371,10 @@ TailAnalysis analyze_tail(std::span<const double> k_hat, const VarianceSettings&
   a.bootstrap_used = levels.size();
   a.se = sample_sd(levels);
   a.U = heavy_unresolved ? *h.U_unclipped : h.U_clipped;
-  a.verdict = threshold_verdict(a.U, warn, fail);
+  // A tail read as heavy at u but closing on an endpoint at the top: the bound at T rests on a
+  // model the rejection put in doubt, so, as on the thin route, the maximum decides WARN and FAIL,
+  // and a verdict below FAIL is short of the horizon (evidence: R/3).
+  a.verdict = h.maximum_decides() ? threshold_verdict(s.max, warn, fail) : threshold_verdict(a.U, warn, fail);
   a.reason = "GPD tail (" + std::to_string(a.n_exc) + " exceedances" +
              (h.bounded_q ? " over the q" + format_number(*h.bounded_q) + " threshold" : std::string()) +
              "): r_T = " + format_number(a.r_t) + ", U = " + format_number(a.U) + " (one-sided " +
@@ -355,6 +387,20 @@ TailAnalysis analyze_tail(std::span<const double> k_hat, const VarianceSettings&
     a.reason += "; heavy tail: free xi-hat = " + format_number(h.xi_free) + ", LR = " + format_number(h.lr) + " > " +
                 format_number(h.cut) + " (one-sided test of xi <= 0 at " + format_number(settings.heavy_tail_level) +
                 "), the bounded-tail model does not hold and no higher threshold shows a bounded tail";
+  } else if (h.maximum_decides()) {
+    const auto& e = *h.endpoint;
+    a.reason += "; heavy-looking tail at q" + format_number(settings.tail_q) + " (free xi-hat = " + format_number(h.xi_free) +
+                ", LR = " + format_number(h.lr) + " > " + format_number(h.cut) + ") but its top closes on an endpoint (spacing ratio " +
+                format_number(e.ratio) + " < " + format_number(e.cut) + " over the largest " + std::to_string(e.top + 1) +
+                " exceedances, level " + format_number(e.level) + "): max K-hat = " + format_number(s.max) + " decides";
+    // Below FAIL the maximum shows only what R replicates saw: the bound over ξ ≤ 0 rests on the
+    // model the rejection put in doubt, so it cannot carry the verdict to T (a heavy tail the
+    // endpoint test misreads, at its α, would otherwise PASS with evidence claiming T).
+    if (a.verdict != Verdict::fail) {
+      a.reason += "; " + std::string(to_string(a.verdict)) + " short of the horizon: read from the maximum, and an excess rarer than 3/R "
+                  "per replicate would not have shown in R = " + std::to_string(s.count) + " replicates: shown up to R/3 = " +
+                  format_number(static_cast<double>(s.count) / 3.0) + " of T = " + format_number(settings.horizon) + " (rule of three)";
+    }
   } else if (h.model_matters) {
     // A caveat, not a verdict: from 50-100 exceedances ξ = 0 and ξ = +0.1 are not told apart
     // (docs/statistics.md), and the unclipped bound would WARN half of the exponential tails.

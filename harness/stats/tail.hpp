@@ -82,6 +82,28 @@ struct KhatSummary {
   double q50 = 0.0, q90 = 0.0, q99 = 0.0, max = 0.0;  // over all K̂, zeros included
 };
 
+// Evidence that the largest K̂ approach an upper endpoint (issue 54): the normalized spacings
+// D_j = j·(X_(j) - X_(j+1)) of the top order statistics X_(1) ≥ X_(2) ≥ ... are iid exponential
+// when the tail above X_(2m+1) is exponential (Rényi), so S_m = ΣD_1..D_m / ΣD_(m+1)..D_(2m) is
+// F(2m, 2m) whatever the scale; a heavier tail (ξ > 0) spreads the top and makes S_m larger,
+// a tail closing on an endpoint (ξ < 0, a cluster at a cap, ties at the maximum) makes it small.
+// The test rejects "ξ ≥ 0 at the top" when S_m < F⁻¹(2m, 2m; α/k) for one of the k split sizes m
+// tried (Bonferroni), so a GPD tail with ξ ≥ 0 is read as bounded with probability ≤ α.
+struct EndpointEvidence {
+  std::size_t top = 0;   // 2m: the spacings used (of the largest 2m + 1 exceedances)
+  double ratio = 0.0;    // S_m
+  double cut = 0.0;      // F⁻¹(2m, 2m; α/k)
+  double level = 0.0;    // 1 - α/k, the level of this one comparison
+};
+
+// The split sizes tried, smallest first; those with 2m + 1 > n are skipped.
+inline constexpr std::size_t kEndpointSplits[] = {2, 3, 4, 6, 8, 12, 16, 24};
+
+// The endpoint test on exceedances sorted ascending (all > 0) at family-wise level `level`;
+// nullopt when no split rejects. A split whose lower half has zero spread (ties) is skipped: it
+// holds no evidence either way.
+std::optional<EndpointEvidence> endpoint_test(std::span<const double> ascending, double level);
+
 // The bounded-tail check of a fit. A rejection at the tail threshold u is resolved only by
 // evidence of a bounded tail above a higher threshold (ξ̂ < 0 there, the LR test of ξ = 0
 // against ξ < 0 rejecting): a body the GPD does not describe (a bounded K̂ whose exceedances
@@ -102,9 +124,17 @@ struct HeavyTailCheck {
   // Set when a higher threshold shows a bounded tail (the rejection is resolved there).
   std::optional<double> bounded_q;  // the tail_q of that threshold
   double bounded_xi = 0.0, bounded_lr = 0.0, bounded_cut = 0.0;
+  // Set when no higher threshold has the exceedances to show it but the top order statistics
+  // approach an endpoint (endpoint_test): a capped K̂ whose exceedances mix two scales, or one
+  // with ties at its cap, read as heavy at u. The rejection then cannot raise the verdict past
+  // what the maximum shows; the maximum decides, as on the thin route (issue 54).
+  std::optional<EndpointEvidence> endpoint;
 
-  // Rejected and not resolved above a higher threshold: WARN at least, U without the clip.
-  bool unresolved() const { return rejected && !bounded_q; }
+  // Rejected and resolved neither above a higher threshold nor by an endpoint: WARN at least,
+  // U without the clip.
+  bool unresolved() const { return rejected && !bounded_q && !endpoint; }
+  // Rejected and resolved by the endpoint test only: the maximum decides the verdict.
+  bool maximum_decides() const { return rejected && !bounded_q && endpoint.has_value(); }
 };
 
 // The thin-tail bound (too few exceedances for a GPD fit). Under the model's assumption ξ ≤ 0

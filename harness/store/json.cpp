@@ -81,7 +81,8 @@ nlohmann::json to_json(const stats::TailAnalysis& a) {
                        {"model_matters", h.model_matters},
                        {"bounded_above", h.bounded_q ? nlohmann::json{{"tail_q", *h.bounded_q}, {"xi", json_number(h.bounded_xi)},
                                                                         {"lr", json_number(h.bounded_lr)}, {"cut", json_number(h.bounded_cut)}}
-                                                     : nlohmann::json(nullptr)}};
+                                                     : nlohmann::json(nullptr)},
+                       {"endpoint", h.endpoint ? described_json(*h.endpoint) : nlohmann::json(nullptr)}};
   } else {
     j["heavy_tail"] = nullptr;
   }

@@ -290,6 +290,26 @@ TEST_CASE("a thin tail's WARN read from the maximum reaches no further than R/3,
   CHECK_THAT(r.reason, Catch::Contains("the bound assumes xi <= 0 (a fit and its heavy-tail test need about R = "));
 }
 
+TEST_CASE("a capped K-hat read as heavy, closing on an endpoint: the maximum decides, and its PASS reaches R/3 (issue 54)",
+          "[gates][variance]") {
+  // 98.8 % Exp(0.05) and 1.2 % uniform on [0.9, 0.957] (a capped amplification): over q0.9 the
+  // exceedances mix two scales and the bounded-tail test rejects; no higher threshold has 50
+  // exceedances of its own, but the top closes on the cap. Before: WARN at least on the bound over
+  // xi up to 1, often FAIL, with no K-hat near warn_K.
+  std::mt19937_64 rng(5);
+  std::uniform_real_distribution<double> unit(0.0, 1.0);
+  std::vector<double> k(1024);
+  for (auto& v : k) v = unit(rng) < 0.012 ? 0.9 + 0.057 * unit(rng) : -0.05 * std::log(1.0 - unit(rng));
+  const auto r = decide_1024([&](std::size_t i) { return (k[i] + 1.0) * 0x1p-7; });
+  INFO(r.reason);
+  REQUIRE(r.tail.mode == kcert::stats::TailMode::fitted);
+  REQUIRE(r.tail.heavy.maximum_decides());
+  CHECK(r.verdict == Verdict::pass);
+  CHECK(r.evidence.horizon == Approx(1024.0 / 3.0));
+  CHECK_FALSE(r.evidence.reaches_horizon);
+  CHECK_THAT(r.reason, Catch::Contains("PASS short of the horizon: read from the maximum"));
+}
+
 TEST_CASE("algebra gate reports the worst discrepancy, and a pattern mismatch before it", "[gates][algebra]") {
   kcert::gates::AlgebraGate gate(4, 1e-9);
   CHECK(gate.fp64_replicates(0, 10) == 4);

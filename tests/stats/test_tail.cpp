@@ -1,7 +1,9 @@
 #include "kcert_catch.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
+#include <string>
 #include <vector>
 
 #include "harness/stats/random.hpp"
@@ -21,6 +23,11 @@ VarianceSettings no_bootstrap() {
   VarianceSettings s;
   s.bootstrap = 0;
   return s;
+}
+
+double gpd_sample(kcert::stats::SplitMix64& rng, double xi, double sigma) {
+  const double v = 1.0 - rng.uniform();
+  return sigma * (xi == 0.0 ? -std::log(v) : std::expm1(-xi * std::log(v)) / xi);
 }
 }  // namespace
 
@@ -202,6 +209,75 @@ TEST_CASE("thin-tail bound agrees with SciPy's chi-squared quantiles", "[tail][s
   CHECK_THROWS(kcert::stats::thin_tail_bound(std::vector<double>{1.0, 2.0}, 0.0, 2.0, 1, 0.99, 1e5));
 }
 
+TEST_CASE("the endpoint test agrees with SciPy's F quantiles and keeps its level", "[tail][scipy][endpoint]") {
+  // generate_endpoint_test.py
+  const auto fixture = kcert::test::load_fixture("endpoint_test_reference.json");
+  for (const auto& row : fixture.at("cases")) {
+    INFO(row.at("name").get<std::string>());
+    const auto y = row.at("exceedances").get<std::vector<double>>();
+    const auto e = kcert::stats::endpoint_test(y, row.at("level"));
+    const auto& want = row.at("result");
+    REQUIRE(e.has_value() == !want.is_null());
+    if (!e) continue;
+    CHECK(e->top == want.at("top").get<std::size_t>());
+    CHECK(e->ratio == Approx(want.at("ratio").get<double>()).epsilon(1e-9).margin(1e-15));
+    CHECK(e->cut == Approx(want.at("cut").get<double>()).epsilon(1e-9));
+    CHECK(e->level == Approx(want.at("level").get<double>()).epsilon(1e-12));
+  }
+  // SciPy's simulation: on exponential and GPD(+0.3) exceedances the test rejects at most at
+  // its alpha (within 3 standard errors of 4000 runs).
+  for (const auto& row : fixture.at("level")) {
+    const double alpha = row.at("alpha"), runs = row.at("runs");
+    CHECK(row.at("rejected").get<double>() <= alpha + 3.0 * std::sqrt(alpha * (1.0 - alpha) / runs));
+  }
+}
+
+TEST_CASE("the endpoint test reads ties at a cap as an endpoint and skips splits without spread", "[tail][endpoint]") {
+  // Five K-hat tie at the cap 1.0: the split m = 2 has no spread below (skipped), m = 3 rejects.
+  std::vector<double> y{0.1, 0.2, 0.3, 0.4, 0.5, 1.0, 1.0, 1.0, 1.0, 1.0};
+  const auto e = kcert::stats::endpoint_test(y, 0.99);
+  REQUIRE(e);
+  CHECK(e->top == 6);
+  CHECK(e->ratio == 0.0);
+  // Exponential quantiles (the null itself, spacings as expected): no endpoint.
+  std::vector<double> q;
+  for (int i = 0; i < 100; ++i) q.push_back(-std::log(1.0 - (i + 0.5) / 100.0));
+  CHECK_FALSE(kcert::stats::endpoint_test(q, 0.99));
+  // Fewer than five exceedances: no split fits.
+  CHECK_FALSE(kcert::stats::endpoint_test(std::vector<double>{0.1, 0.2, 0.3, 0.4}, 0.99));
+}
+
+TEST_CASE("a capped K-hat read as heavy at u with too few exceedances above q0.95: the maximum decides (issue 54)", "[tail][heavy][endpoint]") {
+  // The two-scale law of the refit test below, but 500 replicates: 50 exceedances over q0.9,
+  // 25 over q0.95, too few for the refit. Over u the tail reads heavy; its top six are the
+  // cluster at the cap. Before the endpoint test the verdict was WARN at least on the bound over
+  // xi up to 1; the largest K-hat, 0.96, is far under warn_K.
+  kcert::stats::SplitMix64 rng(5);
+  std::vector<double> k(500);
+  for (auto& v : k) v = rng.uniform() < 0.012 ? 0.9 + 0.057 * rng.uniform() : gpd_sample(rng, 0.0, 0.05);
+  const auto a = analyze_tail(k, no_bootstrap());
+  INFO(a.reason);
+  REQUIRE(a.mode == TailMode::fitted);
+  CHECK(a.heavy.rejected);
+  CHECK_FALSE(a.heavy.bounded_q);
+  REQUIRE(a.heavy.endpoint);
+  CHECK(a.heavy.maximum_decides());
+  CHECK_FALSE(a.heavy.unresolved());
+  CHECK(a.U == a.heavy.U_clipped);
+  CHECK(a.khat.max < 1.0);
+  CHECK(a.verdict == Verdict::pass);
+  CHECK_THAT(a.reason, Catch::Contains("closes on an endpoint"));
+  // Read from the maximum, the PASS is short of the horizon; where the bound over xi <= 0 passes
+  // warn_K the stopping rule grows it as it grows a thin PASS: [max K-hat, U] straddles warn_K.
+  CHECK_THAT(a.reason, Catch::Contains("PASS short of the horizon: read from the maximum"));
+  CHECK(kcert::stats::next_sampling_step(a, 500, 8192).stop == (a.U <= 2.0));
+  // The same top with a largest K-hat past warn_K: WARN, read from the maximum.
+  auto past = k;
+  *std::max_element(past.begin(), past.end()) = 2.5;
+  const auto b = analyze_tail(past, no_bootstrap());
+  if (b.heavy.maximum_decides()) CHECK(b.verdict == Verdict::warn);
+}
+
 TEST_CASE("variance verdict is PASS up to warn_K and WARN up to fail_K and FAIL above", "[tail]") {
   using kcert::stats::threshold_verdict;
   CHECK(threshold_verdict(2.0, 2.0, 10.0) == Verdict::pass);
@@ -231,13 +307,6 @@ TEST_CASE("tail analysis rejects negative or NaN or empty samples by index", "[t
   CHECK_THROWS_WITH(analyze_tail(std::vector<double>{1.0}, bad), Catch::Contains("fail_k"));
 }
 
-namespace {
-double gpd_sample(kcert::stats::SplitMix64& rng, double xi, double sigma) {
-  const double v = 1.0 - rng.uniform();
-  return sigma * (xi == 0.0 ? -std::log(v) : std::expm1(-xi * std::log(v)) / xi);
-}
-}  // namespace
-
 TEST_CASE("a heavy tail is flagged by the LR test and bounded without the clip", "[tail][heavy]") {
   // GPD(+0.3) K-hat, 4000 replicates: 400 exceedances, free xi-hat well above 0.
   kcert::stats::SplitMix64 rng(7);
@@ -250,6 +319,7 @@ TEST_CASE("a heavy tail is flagged by the LR test and bounded without the clip",
   CHECK(a.heavy.cut == Approx(5.411894431054).epsilon(1e-9));  // scipy.stats.chi2.ppf(0.98, 1)
   CHECK(a.heavy.lr > a.heavy.cut);
   CHECK_FALSE(a.heavy.bounded_q);
+  CHECK_FALSE(a.heavy.endpoint);  // a heavy top spreads out: no endpoint
   REQUIRE(a.heavy.U_unclipped);
   CHECK(a.U == *a.heavy.U_unclipped);
   CHECK(a.verdict != Verdict::pass);  // WARN at least
