@@ -48,7 +48,7 @@ SamplingStep next_sampling_step(const TailAnalysis& a, std::uint64_t replicates,
         // data either shows a bounded tail above a higher threshold (a capped K̂ whose
         // exceedances mix two scales needs ~50 over q0.99) or keeps the WARN-or-worse verdict.
         settled = h.U_clipped > fail || a.khat.max > fail;
-      } else if (h.maximum_decides()) {
+      } else if (a.maximum_decides()) {
         // [max K̂, U over ξ ≤ 0], as on the thin route: the maximum decides the verdict, and
         // more data narrows U or shows the bounded tail above a higher threshold.
         settled = interval_clear_of(a.khat.max, a.U, warn) && interval_clear_of(a.khat.max, a.U, fail);

@@ -293,7 +293,8 @@ TailAnalysis analyze_tail(std::span<const double> k_hat, const VarianceSettings&
   h.rejected = h.lr > h.cut;
   if (h.rejected) {
     // Bounded-tail evidence above a higher threshold, each look at level α/3 (Bonferroni
-    // over the three thresholds), so a true heavy tail is resolved with probability ≤ α.
+    // over the three thresholds), so a true heavy tail is resolved here with probability ≤ α
+    // (and by the endpoint test below with ≤ α more).
     const double look_cut = one_sided_lr_cut(1.0 - (1.0 - settings.heavy_tail_level) / std::size(kHigherTailQ));
     for (const double q : kHigherTailQ) {
       Peaks higher = peaks_over_threshold(sorted, q);
@@ -316,9 +317,9 @@ TailAnalysis analyze_tail(std::span<const double> k_hat, const VarianceSettings&
       }
     }
   }
-  // No higher threshold has the exceedances to show a bounded tail (a capped K̂ whose two scales
-  // need ~50 exceedances over q0.99, or ties at its cap): the top order statistics may still
-  // show the endpoint, at the same level (issue 54).
+  // No higher threshold showed a bounded tail (often for want of exceedances: a capped K̂ whose
+  // two scales need ~50 over q0.99): the top order statistics may still show the endpoint (a
+  // cluster at the cap, or ties at it), at the same level (issue 54).
   if (h.rejected && !h.bounded_q) h.endpoint = endpoint_test(peaks.exceedances, settings.heavy_tail_level);
   // ξ̂ = -1 ("uniform up to the largest exceedance"): the profile handles the boundary; the
   // maximum is a floor under U (r_T at a horizon past R cannot lie below the sample maximum
@@ -336,7 +337,7 @@ TailAnalysis analyze_tail(std::span<const double> k_hat, const VarianceSettings&
     unclipped = profile_return_level(peaks.exceedances, a.u, a.zeta, settings.horizon, settings.profile_level,
                                      settings.heavy_tail_xi_max);
     h.U_unclipped = unclipped->upper;
-    h.model_matters = !heavy_unresolved && !h.maximum_decides() &&
+    h.model_matters = !heavy_unresolved && !a.maximum_decides() &&
                       threshold_verdict(*h.U_unclipped, warn, fail) != threshold_verdict(h.U_clipped, warn, fail);
   }
   const auto& bound = heavy_unresolved ? *unclipped : clipped;
@@ -374,7 +375,8 @@ TailAnalysis analyze_tail(std::span<const double> k_hat, const VarianceSettings&
   // A tail read as heavy at u but closing on an endpoint at the top: the bound at T rests on a
   // model the rejection put in doubt, so, as on the thin route, the maximum decides WARN and FAIL,
   // and a verdict below FAIL is short of the horizon (evidence: R/3).
-  a.verdict = h.maximum_decides() ? threshold_verdict(s.max, warn, fail) : threshold_verdict(a.U, warn, fail);
+  // From R = T/20 on the maximum is no floor (maximum_is_a_floor): the bound decides, as on any fit.
+  a.verdict = a.maximum_decides() ? threshold_verdict(s.max, warn, fail) : threshold_verdict(a.U, warn, fail);
   a.reason = "GPD tail (" + std::to_string(a.n_exc) + " exceedances" +
              (h.bounded_q ? " over the q" + format_number(*h.bounded_q) + " threshold" : std::string()) +
              "): r_T = " + format_number(a.r_t) + ", U = " + format_number(a.U) + " (one-sided " +
@@ -389,14 +391,16 @@ TailAnalysis analyze_tail(std::span<const double> k_hat, const VarianceSettings&
                 "), the bounded-tail model does not hold and no higher threshold shows a bounded tail";
   } else if (h.maximum_decides()) {
     const auto& e = *h.endpoint;
+    const bool by_maximum = a.maximum_decides();
     a.reason += "; heavy-looking tail at q" + format_number(settings.tail_q) + " (free xi-hat = " + format_number(h.xi_free) +
                 ", LR = " + format_number(h.lr) + " > " + format_number(h.cut) + ") but its top closes on an endpoint (spacing ratio " +
                 format_number(e.ratio) + " < " + format_number(e.cut) + " over the largest " + std::to_string(e.top + 1) +
-                " exceedances, level " + format_number(e.level) + "): max K-hat = " + format_number(s.max) + " decides";
+                " exceedances, level " + format_number(e.level) + ")" +
+                (by_maximum ? ": max K-hat = " + format_number(s.max) + " decides" : ": the bound over xi <= 0 decides (R >= T/20)");
     // Below FAIL the maximum shows only what R replicates saw: the bound over ξ ≤ 0 rests on the
     // model the rejection put in doubt, so it cannot carry the verdict to T (a heavy tail the
     // endpoint test misreads, at its α, would otherwise PASS with evidence claiming T).
-    if (a.verdict != Verdict::fail) {
+    if (by_maximum && a.verdict != Verdict::fail) {
       a.reason += "; " + std::string(to_string(a.verdict)) + " short of the horizon: read from the maximum, and an excess rarer than 3/R "
                   "per replicate would not have shown in R = " + std::to_string(s.count) + " replicates: shown up to R/3 = " +
                   format_number(static_cast<double>(s.count) / 3.0) + " of T = " + format_number(settings.horizon) + " (rule of three)";

@@ -105,10 +105,12 @@ inline constexpr std::size_t kEndpointSplits[] = {2, 3, 4, 6, 8, 12, 16, 24};
 std::optional<EndpointEvidence> endpoint_test(std::span<const double> ascending, double level);
 
 // The bounded-tail check of a fit. A rejection at the tail threshold u is resolved only by
-// evidence of a bounded tail above a higher threshold (ξ̂ < 0 there, the LR test of ξ = 0
-// against ξ < 0 rejecting): a body the GPD does not describe (a bounded K̂ whose exceedances
-// mix two scales) makes the low threshold look heavy. Then the analysis refits above that
-// threshold; otherwise the verdict is WARN at least and U is the unclipped profile bound.
+// evidence of a bounded tail: above a higher threshold (ξ̂ < 0 there, the LR test of ξ = 0
+// against ξ < 0 rejecting), where the analysis refits; else by the top order statistics closing
+// on an endpoint (endpoint_test), where the maximum decides. A body the GPD does not describe (a
+// bounded K̂ whose exceedances mix two scales) makes the low threshold look heavy. Each resolution
+// misreads a true heavy tail with probability ≤ α = 1 - heavy_tail_level, so ≤ 2α per look
+// together. Unresolved, the verdict is WARN at least and U is the unclipped profile bound.
 struct HeavyTailCheck {
   bool tested = false;      // a free fit existed (fitted mode)
   double xi_free = 0.0;     // ξ̂ without the clip, at the base threshold
@@ -185,6 +187,9 @@ struct TailAnalysis {
   double tail_q = 0.0;         // the quantile that set u (settings.tail_q, or a higher one: heavy.bounded_q)
   HeavyTailCheck heavy;
   Verdict verdict = Verdict::pass;
+  // The endpoint test resolved a rejection and the maximum is a floor at this R (R < T/20): the
+  // maximum decides the verdict, which below FAIL is short of the horizon.
+  bool maximum_decides() const { return heavy.maximum_decides() && maximum_is_a_floor(khat.count, settings.horizon); }
   std::string reason;          // one line, for people
 };
 

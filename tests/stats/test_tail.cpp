@@ -262,6 +262,7 @@ TEST_CASE("a capped K-hat read as heavy at u with too few exceedances above q0.9
   CHECK_FALSE(a.heavy.bounded_q);
   REQUIRE(a.heavy.endpoint);
   CHECK(a.heavy.maximum_decides());
+  CHECK(a.maximum_decides());
   CHECK_FALSE(a.heavy.unresolved());
   CHECK(a.U == a.heavy.U_clipped);
   CHECK(a.khat.max < 1.0);
@@ -271,11 +272,25 @@ TEST_CASE("a capped K-hat read as heavy at u with too few exceedances above q0.9
   // warn_K the stopping rule grows it as it grows a thin PASS: [max K-hat, U] straddles warn_K.
   CHECK_THAT(a.reason, Catch::Contains("PASS short of the horizon: read from the maximum"));
   CHECK(kcert::stats::next_sampling_step(a, 500, 8192).stop == (a.U <= 2.0));
-  // The same top with a largest K-hat past warn_K: WARN, read from the maximum.
+  // The same sample scaled so that the cap lies past warn_K (2.25-2.39): both tests are scale-free,
+  // so the same rejection and the same endpoint; WARN, read from the maximum.
   auto past = k;
-  *std::max_element(past.begin(), past.end()) = 2.5;
+  for (auto& v : past) v *= 2.5;
   const auto b = analyze_tail(past, no_bootstrap());
-  if (b.heavy.maximum_decides()) CHECK(b.verdict == Verdict::warn);
+  INFO(b.reason);
+  REQUIRE(b.maximum_decides());
+  CHECK(b.khat.max > 2.0);
+  CHECK(b.verdict == Verdict::warn);
+  CHECK_THAT(b.reason, Catch::Contains("WARN short of the horizon: read from the maximum"));
+  // From R = T/20 on the maximum is no floor: the bound over xi <= 0 decides, and says so.
+  auto far = no_bootstrap();
+  far.horizon = 5000.0;  // R = 500 >= T/20 = 250
+  const auto c = analyze_tail(k, far);
+  INFO(c.reason);
+  REQUIRE(c.heavy.maximum_decides());  // the tests do not depend on T
+  CHECK_FALSE(c.maximum_decides());
+  CHECK(c.verdict == kcert::stats::threshold_verdict(c.U, 2.0, 10.0));
+  CHECK_THAT(c.reason, Catch::Contains("the bound over xi <= 0 decides (R >= T/20)"));
 }
 
 TEST_CASE("variance verdict is PASS up to warn_K and WARN up to fail_K and FAIL above", "[tail]") {
