@@ -1,7 +1,6 @@
 #include "harness/report/junit.hpp"
 #include "harness/text/escape.hpp"
 
-#include "eval/falsifiability.hpp"
 #include "harness/stats/format.hpp"
 
 #include <fmt/format.h>
@@ -9,6 +8,7 @@
 #include <cmath>
 #include <cstdint>
 
+#include "harness/report/control_view.hpp"
 #include "harness/store/json.hpp"
 #include "harness/store/spool.hpp"
 
@@ -16,57 +16,42 @@ namespace kcert::report {
 
 namespace {
 using text::xml_escape;
-
-std::string str(const nlohmann::json& j, const char* key) {
-  return j.contains(key) && j.at(key).is_string() ? j.at(key).get<std::string>() : "";
-}
 }  // namespace
 
-std::string junit_xml(const std::vector<nlohmann::json>& documents, const std::string& suite, const std::string& timestamp) {
+std::string junit_xml(const std::vector<ControlView>& controls, const std::string& suite, const std::string& timestamp) {
   int failures = 0, errors = 0, skipped = 0;
   double total = 0;
   std::string cases;
-  for (const auto& d : documents) {
-    const double seconds = d.value("runtime", nlohmann::json::object()).value("seconds", 0.0);
-    total += seconds;
+  for (const auto& c : controls) {
+    total += c.seconds;
     cases += fmt::format("    <testcase classname=\"{}\" name=\"{}\" time=\"{:.3f}\">\n",
-                         xml_escape("kcert." + str(d, "kind") + "." + str(d, "family")), xml_escape(str(d, "id")), seconds);
-    const std::string verdict = str(d, "verdict");
-    const auto unexpected = d.value("unexpected", nlohmann::json::array());
-    const bool has_expectation = d.contains("expected") && d.at("expected").is_object() && !d.at("expected").empty();
+                         xml_escape("kcert." + c.kind + "." + c.family), xml_escape(c.id), c.seconds);
     std::string reasons;
-    if (d.contains("gates")) {
-      for (const char* g : {"algebra", "bias", "variance"}) {
-        const auto& gate = d.at("gates").value(g, nlohmann::json::object());
-        reasons += fmt::format("{} {}: {}\n", g, str(gate, "verdict"), str(gate, "reason"));
-      }
-    }
+    for (const auto& g : c.gates) reasons += fmt::format("{} {}: {}\n", g.gate, g.verdict, g.reason);
     // A variance PASS resting on less than the horizon says so where the verdict is read
     // (issue 32), not only in the report's footnote.
-    std::string shown = verdict;
-    if (d.contains("gates") && d.at("gates").is_object()) {
-      if (const auto h = eval::variance_pass_short_of_horizon(d.at("gates").value("variance", nlohmann::json::object())))
-        shown += " (variance PASS short of the horizon: the evidence supports " +
-                 (std::isnan(*h) ? std::string("fewer") : stats::format_number(*h)) + " replicates)";
-    }
-    if (d.contains("skipped") && d.at("skipped").is_string()) {
+    std::string shown = c.verdict;
+    if (const auto h = c.variance_short_of_horizon)
+      shown += " (variance PASS short of the horizon: the evidence supports " +
+               (std::isnan(*h) ? std::string("fewer") : stats::format_number(*h)) + " replicates)";
+    if (c.skipped) {
       // A control this build cannot run (a newer LibTorch's kernel): a skipped test, not a pass.
       ++skipped;
-      cases += fmt::format("      <skipped message=\"{}\"/>\n", xml_escape(str(d, "skipped")));
-    } else if (d.contains("error") && d.at("error").is_string()) {
+      cases += fmt::format("      <skipped message=\"{}\"/>\n", xml_escape(*c.skipped));
+    } else if (c.error) {
       ++errors;
-      cases += fmt::format("      <error message=\"{}\" type=\"harness error\">{}</error>\n", xml_escape(str(d, "error")),
-                           xml_escape(str(d, "error")));
-    } else if (!unexpected.empty()) {
+      cases += fmt::format("      <error message=\"{}\" type=\"harness error\">{}</error>\n", xml_escape(*c.error),
+                           xml_escape(*c.error));
+    } else if (!c.unexpected.empty()) {
       ++failures;
       std::string what;
-      for (const auto& u : unexpected) what += (what.empty() ? "" : "; ") + (u.is_string() ? u.get<std::string>() : u.dump());
+      for (const auto& u : c.unexpected) what += (what.empty() ? "" : "; ") + u;
       cases += fmt::format("      <failure message=\"{}\" type=\"expectation\">{}</failure>\n",
                            xml_escape("verdicts differ from the YAML expectation: " + what), xml_escape(reasons));
-    } else if (!has_expectation && verdict == "FAIL") {
+    } else if (!c.has_expectation && c.verdict == "FAIL") {
       ++failures;
       cases += fmt::format("      <failure message=\"FAIL\" type=\"verdict\">{}</failure>\n", xml_escape(reasons));
-    } else if (!has_expectation && verdict == "INCONCLUSIVE") {
+    } else if (!c.has_expectation && c.verdict == "INCONCLUSIVE") {
       // Certified nothing (issue 32): as the exit status, a failure a CI view shows, of its own type.
       ++failures;
       cases += fmt::format("      <failure message=\"INCONCLUSIVE: too few replicates to see an effect at a gate's floor\" "
@@ -79,7 +64,11 @@ std::string junit_xml(const std::vector<nlohmann::json>& documents, const std::s
       "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<testsuites name=\"kcert\" tests=\"{0}\" failures=\"{1}\" errors=\"{2}\" "
       "time=\"{3:.3f}\">\n  <testsuite name=\"{4}\" tests=\"{0}\" failures=\"{1}\" errors=\"{2}\" skipped=\"{7}\" time=\"{3:.3f}\" "
       "timestamp=\"{5}\">\n{6}  </testsuite>\n</testsuites>\n",
-      documents.size(), failures, errors, total, xml_escape(suite), xml_escape(timestamp), cases, skipped);
+      controls.size(), failures, errors, total, xml_escape(suite), xml_escape(timestamp), cases, skipped);
+}
+
+std::string junit_xml(const std::vector<nlohmann::json>& documents, const std::string& suite, const std::string& timestamp) {
+  return junit_xml(control_views(documents), suite, timestamp);
 }
 
 void write_junit(const std::string& path, const std::vector<nlohmann::json>& documents, const std::string& suite) {

@@ -8,9 +8,14 @@
 #include <string>
 #include <vector>
 
+#include "harness/report/control_view.hpp"
+
 namespace kcert::report {
 
-// `documents`: result documents (docs/results.md). `suite`: the <testsuite> name.
+// `controls`: the typed view of each result (control_view.hpp). `suite`: the <testsuite> name.
+std::string junit_xml(const std::vector<ControlView>& controls, const std::string& suite, const std::string& timestamp);
+
+// The same from result documents (docs/results.md), through control_views.
 std::string junit_xml(const std::vector<nlohmann::json>& documents, const std::string& suite, const std::string& timestamp);
 
 // Writes it (checked, store::write_text_file).

@@ -68,7 +68,7 @@ TEST_CASE("JUnit: characters XML 1.0 cannot hold are dropped and the file stays 
                       {"unexpected", nlohmann::json::array()},
                       {"gates", {{"algebra", {{"verdict", "ERROR"}}}, {"bias", {{"verdict", "ERROR"}}}, {"variance", {{"verdict", "ERROR"}}}}},
                       {"runtime", {{"seconds", 0.5}}}};
-  const auto xml = kcert::report::junit_xml({r}, "suite \x02 name", "2026-12-03T00:00:00");
+  const auto xml = kcert::report::junit_xml(std::vector<nlohmann::json>{r}, "suite \x02 name", "2026-12-03T00:00:00");
   CHECK(xml.find('\x01') == std::string::npos);
   CHECK(xml.find('\x1b') == std::string::npos);
   CHECK(xml.find("\xef\xbf\xbf") == std::string::npos);
@@ -86,10 +86,10 @@ TEST_CASE("JUnit: a variance PASS short of the horizon says so beside the verdic
                       {"gates", {{"algebra", {{"verdict", "PASS"}}}, {"bias", {{"verdict", "PASS"}}},
                                  {"variance", {{"verdict", "PASS"}, {"evidence", {{"horizon", 85.3}, {"reaches_horizon", false}}}}}}},
                       {"runtime", {{"seconds", 0.5}}}};
-  CHECK_THAT(kcert::report::junit_xml({r}, "s", "2026-12-04T00:00:00"),
+  CHECK_THAT(kcert::report::junit_xml(std::vector<nlohmann::json>{r}, "s", "2026-12-04T00:00:00"),
              Catch::Contains("verdict PASS (variance PASS short of the horizon: the evidence supports 85.3 replicates)"));
   r["gates"]["variance"]["evidence"]["reaches_horizon"] = true;
-  CHECK_FALSE(kcert::report::junit_xml({r}, "s", "2026-12-04T00:00:00").find("short of the horizon") != std::string::npos);
+  CHECK_FALSE(kcert::report::junit_xml(std::vector<nlohmann::json>{r}, "s", "2026-12-04T00:00:00").find("short of the horizon") != std::string::npos);
 }
 
 TEST_CASE("summary.md: a result's texts stay inside their cells", "[cli][hostile]") {

@@ -1,0 +1,47 @@
+#include "harness/report/control_view.hpp"
+
+#include "eval/falsifiability.hpp"
+
+namespace kcert::report {
+
+namespace {
+std::string text_at(const nlohmann::json& j, const char* key) {
+  return j.is_object() && j.contains(key) && j.at(key).is_string() ? j.at(key).get<std::string>() : "";
+}
+}  // namespace
+
+ControlView control_view(const nlohmann::json& d) {
+  ControlView v;
+  v.id = text_at(d, "id");
+  v.kind = text_at(d, "kind");
+  v.family = text_at(d, "family");
+  v.verdict = text_at(d, "verdict");
+  if (!d.is_object()) return v;
+  if (d.contains("runtime") && d.at("runtime").is_object() && d.at("runtime").contains("seconds") &&
+      d.at("runtime").at("seconds").is_number())
+    v.seconds = d.at("runtime").at("seconds").get<double>();
+  if (d.contains("error") && d.at("error").is_string()) v.error = d.at("error").get<std::string>();
+  if (d.contains("skipped") && d.at("skipped").is_string()) v.skipped = d.at("skipped").get<std::string>();
+  if (d.contains("unexpected") && d.at("unexpected").is_array()) {
+    for (const auto& u : d.at("unexpected")) v.unexpected.push_back(u.is_string() ? u.get<std::string>() : u.dump());
+  }
+  v.has_expectation = d.contains("expected") && d.at("expected").is_object() && !d.at("expected").empty();
+  if (d.contains("gates") && d.at("gates").is_object()) {
+    const auto& g = d.at("gates");
+    for (const char* gate : {"algebra", "bias", "variance"}) {
+      const auto& one = g.contains(gate) ? g.at(gate) : nlohmann::json::object();
+      v.gates.push_back({gate, text_at(one, "verdict"), text_at(one, "reason")});
+    }
+    if (g.contains("variance")) v.variance_short_of_horizon = eval::variance_pass_short_of_horizon(g.at("variance"));
+  }
+  return v;
+}
+
+std::vector<ControlView> control_views(const std::vector<nlohmann::json>& documents) {
+  std::vector<ControlView> views;
+  views.reserve(documents.size());
+  for (const auto& d : documents) views.push_back(control_view(d));
+  return views;
+}
+
+}  // namespace kcert::report
