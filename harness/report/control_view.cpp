@@ -2,11 +2,23 @@
 
 #include "eval/falsifiability.hpp"
 
+#include <algorithm>
+#include <limits>
+
 namespace kcert::report {
 
 namespace {
 std::string text_at(const nlohmann::json& j, const char* key) {
   return j.is_object() && j.contains(key) && j.at(key).is_string() ? j.at(key).get<std::string>() : "";
+}
+// A number, or the "inf" / "-inf" a document stores for an infinite one (store::json_number).
+std::optional<double> number_at(const nlohmann::json& j, const char* key) {
+  if (!j.is_object() || !j.contains(key)) return std::nullopt;
+  const auto& x = j.at(key);
+  if (x.is_number()) return x.get<double>();
+  if (x == "inf") return std::numeric_limits<double>::infinity();
+  if (x == "-inf") return -std::numeric_limits<double>::infinity();
+  return std::nullopt;
 }
 }  // namespace
 
@@ -32,9 +44,31 @@ ControlView control_view(const nlohmann::json& d) {
       const auto& one = g.contains(gate) ? g.at(gate) : nlohmann::json::object();
       v.gates.push_back({gate, text_at(one, "verdict"), text_at(one, "reason")});
     }
-    if (g.contains("variance")) v.variance_short_of_horizon = eval::variance_pass_short_of_horizon(g.at("variance"));
+    if (g.contains("variance")) {
+      v.variance_short_of_horizon = eval::variance_pass_short_of_horizon(g.at("variance"));
+      v.variance_u = number_at(g.at("variance"), "U");
+    }
+    if (g.contains("algebra") && g.at("algebra").is_object() && g.at("algebra").contains("applicable") &&
+        g.at("algebra").at("applicable").is_boolean())
+      v.algebra_applicable = g.at("algebra").at("applicable").get<bool>();
+    if (g.contains("bias") && g.at("bias").is_object()) {
+      for (const char* statistic : {"signed", "magnitude"}) {
+        const auto& bias = g.at("bias");
+        if (!bias.contains(statistic) || !bias.at(statistic).is_object()) continue;
+        const auto& st = bias.at(statistic);
+        if (st.contains("max_abs_z") && st.at("max_abs_z").is_number())
+          v.max_abs_z = std::max(v.max_abs_z.value_or(-std::numeric_limits<double>::infinity()), st.at("max_abs_z").get<double>());
+      }
+    }
   }
   return v;
+}
+
+const std::string& ControlView::gate_verdict(std::string_view gate) const {
+  static const std::string none;
+  for (const auto& g : gates)
+    if (g.gate == gate) return g.verdict;
+  return none;
 }
 
 std::vector<ControlView> control_views(const std::vector<nlohmann::json>& documents) {

@@ -8,6 +8,7 @@
 
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace kcert::report {
@@ -27,9 +28,20 @@ struct ControlView {
   std::vector<std::string> unexpected;  // against the YAML expectation
   bool has_expectation = false;      // the case states one (any gate, gradient, note or condition)
   std::vector<GateLine> gates;       // algebra, bias, variance; empty when the result has no gates block
+  bool algebra_applicable = true;    // false: an opaque production, its algebra gate did not run (issue 33)
+  std::optional<double> max_abs_z;   // the bias gate's largest |z| over its statistics (±inf kept)
+  std::optional<double> variance_u;  // the variance gate's U (±inf kept; nullopt when the result gives none)
   // A variance PASS whose evidence stops short of the horizon: the horizon it supports (NaN when
   // the document states none). nullopt for any other verdict, or a document from before the evidence block.
   std::optional<double> variance_short_of_horizon;
+
+  // The verdict of one gate ("" when the result has no such gate).
+  const std::string& gate_verdict(std::string_view gate) const;
+  // A negative detected as its YAML expects (pytest's xfail idea): its FAIL or WARN is what the
+  // control is for, and reports draw it "as designed", not red.
+  bool detected_as_designed() const {
+    return verdict != "SKIP" && kind == "negative" && unexpected.empty() && (verdict == "FAIL" || verdict == "WARN") && !error;
+  }
 };
 
 ControlView control_view(const nlohmann::json& document);

@@ -17,6 +17,7 @@
 #include <fmt/format.h>
 
 #include "harness/runner/errors.hpp"
+#include "harness/report/control_view.hpp"
 #include "harness/report/khat_csv.hpp"
 #include "harness/report/tables.hpp"
 #include "harness/stats/verdict.hpp"
@@ -68,8 +69,7 @@ bool finite(const nlohmann::json& j) { return j.is_number() && std::isfinite(j.g
 
 // Beside a variance PASS whose evidence does not reach the declared horizon (issue 32): the
 // chip says so where the verdict is read, not only in a footnote.
-std::string short_of_horizon(const nlohmann::json& variance) {
-  const auto h = eval::variance_pass_short_of_horizon(variance);
+std::string short_of_horizon(const std::optional<double>& h) {
   if (!h) return "";
   return " <span class=\"badge short\" title=\"PASS short of the horizon: the evidence supports " +
          (std::isnan(*h) ? std::string("fewer") : stats::format_number(*h)) + " replicates\">short</span>";
@@ -754,34 +754,25 @@ HtmlReportSummary write_html_report(const HtmlReportInput& input, const fs::path
     const std::string id = text(r, "id");
     const std::string stem = store::safe_file_name(id);
     const auto& gates = r.at("gates");
-    const std::string va = text(gates.at("algebra"), "verdict"), vb = text(gates.at("bias"), "verdict"),
-                      vv = text(gates.at("variance"), "verdict"), overall = text(r, "verdict");
-    double max_z = -1;
-    for (const char* s : {"signed", "magnitude"}) {
-      const auto& st = gates.at("bias").value(s, nlohmann::json::object());
-      if (st.contains("max_abs_z") && st.at("max_abs_z").is_number()) max_z = std::max(max_z, st.at("max_abs_z").get<double>());
-    }
-    const auto unexpected = r.value("unexpected", nlohmann::json::array());
-    // An opaque production's algebra gate did not run (issue 33): "n/a", not a PASS badge.
-    const auto& algebra_gate = gates.at("algebra");
-    const bool algebra_applicable = !(algebra_gate.is_object() && algebra_gate.contains("applicable") &&
-                                      algebra_gate.at("applicable").is_boolean() && !algebra_gate.at("applicable").get<bool>());
+    // The index row reads the control's typed view (issue 51); the page below still reads r.
+    const ControlView v = control_view(r);
     // A skipped control measured nothing: no U, no z, no expectation met or missed.
-    const bool skipped = overall == "SKIP";
+    const bool skipped = v.verdict == "SKIP";
     // A negative detected as its YAML expects is not red (pytest's xfail idea): its FAIL and
     // WARN badges are drawn "as designed"; an escape or an unexpected verdict keeps its colour.
-    const bool as_designed = !skipped && text(r, "kind") == "negative" && unexpected.empty() &&
-                             (overall == "FAIL" || overall == "WARN") && !(r.contains("error") && r.at("error").is_string());
-    const auto mark = [&](const std::string& v) { return as_designed ? designed_badge(v) : badge(v); };
+    const bool as_designed = v.detected_as_designed();
+    const auto mark = [&](const std::string& verdict) { return as_designed ? designed_badge(verdict) : badge(verdict); };
     rows += fmt::format(
         "<tr><td><a href=\"{}.html\">{}</a></td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td>"
         "<td class=\"num\">{}</td><td class=\"num\">{}</td><td>{}</td></tr>\n",
-        esc(stem), esc(id), esc(text(r, "kind")), esc(text(r, "family")), algebra_applicable ? mark(va) : kNotApplicableBadge, mark(vb),
-        mark(vv) + short_of_horizon(gates.at("variance")), mark(overall),
-        skipped ? "-" : num(gates.at("variance").value("U", nlohmann::json())),
-        max_z >= 0 && !skipped ? stats::format_number(max_z) : "-",
-        skipped ? "not run" : unexpected.empty() ? (as_designed ? "met (detected as designed)" : "met")
-                                                 : "<span class=\"badge fail\">missed</span>");
+        esc(stem), esc(id), esc(v.kind), esc(v.family),
+        // An opaque production's algebra gate did not run (issue 33): "n/a", not a PASS badge.
+        v.algebra_applicable ? mark(v.gate_verdict("algebra")) : kNotApplicableBadge, mark(v.gate_verdict("bias")),
+        mark(v.gate_verdict("variance")) + short_of_horizon(v.variance_short_of_horizon), mark(v.verdict),
+        skipped || !v.variance_u ? "-" : stats::format_number(*v.variance_u),
+        v.max_abs_z && *v.max_abs_z >= 0 && !skipped ? stats::format_number(*v.max_abs_z) : "-",
+        skipped ? "not run" : v.unexpected.empty() ? (as_designed ? "met (detected as designed)" : "met")
+                                                   : "<span class=\"badge fail\">missed</span>");
 
     // The control's own page.
     std::ostringstream gp;
@@ -810,13 +801,14 @@ HtmlReportSummary write_html_report(const HtmlReportInput& input, const fs::path
          << "), production <code>" << esc(text(r.at("production"), "variant")) << "</code> ("
          << esc(text(r.at("production"), "version")) << ")</p>\n";
     body << "<table><tr><th>algebra</th><th>bias</th><th>variance</th><th>overall</th><th>replicates</th></tr><tr><td>"
-         << (algebra_applicable ? badge(va) : kNotApplicableBadge) << "</td><td>" << badge(vb) << "</td><td>" << badge(vv) << "</td><td>" << badge(overall)
+         << (v.algebra_applicable ? badge(v.gate_verdict("algebra")) : kNotApplicableBadge) << "</td><td>" << badge(v.gate_verdict("bias"))
+         << "</td><td>" << badge(v.gate_verdict("variance")) << "</td><td>" << badge(v.verdict)
          << "</td><td class=\"num\">" << num(r.value("replicates", nlohmann::json())) << "</td></tr></table>\n";
     body << expectation_line(r);
-    if (!skipped && !(r.contains("error") && r.at("error").is_string())) body << flagged_bucket_section(r);
-    if (!unexpected.empty()) {
+    if (!skipped && !v.error) body << flagged_bucket_section(r);
+    if (!v.unexpected.empty()) {
       body << "<div class=\"attention\"><b>Differs from its YAML expectation:</b><ul>";
-      for (const auto& u : unexpected) body << "<li>" << esc(u.is_string() ? u.get<std::string>() : u.dump()) << "</li>";
+      for (const auto& u : v.unexpected) body << "<li>" << esc(u) << "</li>";
       body << "</ul></div>\n";
     }
     body << "<h2>Mechanism</h2><p>" << esc(text(r, "mechanism")) << "</p>\n";
@@ -887,7 +879,7 @@ HtmlReportSummary write_html_report(const HtmlReportInput& input, const fs::path
     if (found == input.khat.end()) body << "<p>No K-hat sample for this control.</p>\n";
     // The deciding gate's plots first: the bias planes when the bias gate is the worse one.
     auto figures = plots.figures;
-    const auto bias_verdict = stats::parse_verdict(vb), variance_verdict = stats::parse_verdict(vv);
+    const auto bias_verdict = stats::parse_verdict(v.gate_verdict("bias")), variance_verdict = stats::parse_verdict(v.gate_verdict("variance"));
     if (bias_verdict && variance_verdict && *bias_verdict > *variance_verdict) {
       std::stable_partition(figures.begin(), figures.end(),
                             [](const auto& f) { return f.first.find("-bias-") != std::string::npos; });
