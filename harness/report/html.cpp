@@ -754,7 +754,8 @@ HtmlReportSummary write_html_report(const HtmlReportInput& input, const fs::path
     const std::string id = text(r, "id");
     const std::string stem = store::safe_file_name(id);
     const auto& gates = r.at("gates");
-    // The index row reads the control's typed view (issue 51); the page below still reads r.
+    // The index row and the page's verdict header read the control's typed view (issue 51); the
+    // page's sections still read r.
     const ControlView v = control_view(r);
     // A skipped control measured nothing: no U, no z, no expectation met or missed.
     const bool skipped = v.verdict == "SKIP";
