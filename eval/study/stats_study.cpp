@@ -1212,12 +1212,12 @@ int capped_study(const CappedOptions& o) {
           const auto& h = a.heavy;
           heavy += h.rejected;
           resolved += h.bounded_q.has_value();
-          endpoint += h.maximum_decides();
+          endpoint += h.endpoint.has_value();
           st::Verdict old = a.verdict;
-          if (h.maximum_decides()) {
+          if (h.endpoint) {
             old = st::worst(st::threshold_verdict(*h.U_unclipped, warn, fail), st::Verdict::warn);
             if (st::maximum_is_a_floor(a.khat.count, settings.horizon)) old = st::worst(old, st::threshold_verdict(a.khat.max, warn, fail));
-            shortened += a.verdict == st::Verdict::pass;  // read from the maximum: short of T
+            shortened += a.maximum_decides() && a.verdict == st::Verdict::pass;  // read from the maximum: short of T
           }
           ++before[static_cast<int>(old)];
           ++after[static_cast<int>(a.verdict)];

@@ -63,7 +63,7 @@ VarianceEvidence evidence_of(const stats::TailAnalysis& t) {
   // tail). With no K̂ above 0 the sample supports R/3 (rule of three).
   // A fit whose verdict the maximum decided (a heavy-looking tail closing on an endpoint)
   // reaches T only when that maximum FAILs, as a thin tail's: below, R/3.
-  const bool fit_short = t.mode == stats::TailMode::fitted && t.maximum_decides() && t.verdict != stats::Verdict::fail;
+  const bool fit_short = t.maximum_decides() && t.verdict != stats::Verdict::fail;  // fitted: only a fit has an endpoint
   e.horizon = fit_short                         ? e.unseen_event_horizon
               : t.mode == stats::TailMode::fitted ? declared
               : !t.thin                         ? e.unseen_event_horizon

@@ -170,9 +170,11 @@ void BatchSweep::sweep_one(std::int64_t b) {
   detail::SweepOutput sweep_out{o.delta.data(),     o.magnitude.data(),           o.abs_oracle.data(),
                                 o.ref_error.data(), o.ref_error_magnitude.data(), o.prod_error.data(),
                                 o.prod_error_magnitude.data()};
-  const auto offset = static_cast<std::size_t>(b * n) * p.ref.element_size();
-  detail::sweep(static_cast<const char*>(p.ref.data_ptr()) + offset, static_cast<const char*>(p.prod.data_ptr()) + offset,
-                p.type, p.oracle.data_ptr<double>() + b * n, p.oracle_ref + b * n, p.oracle_prod + b * n, n,
+  // This replicate's rows of both sides (one stored type: BatchSweep's constructor checks it).
+  const auto row_bytes = static_cast<std::size_t>(n) * p.ref.element_size();
+  const char* ref_row = static_cast<const char*>(p.ref.data_ptr()) + static_cast<std::size_t>(b) * row_bytes;
+  const char* prod_row = static_cast<const char*>(p.prod.data_ptr()) + static_cast<std::size_t>(b) * row_bytes;
+  detail::sweep(ref_row, prod_row, p.type, p.oracle.data_ptr<double>() + b * n, p.oracle_ref + b * n, p.oracle_prod + b * n, n,
                 layout.ids.data(), layout.buckets, layout.pattern, p.rtol, p.atol, sweep_out);
   if (p.sides) o.selection = p.sides->counts[static_cast<std::size_t>(b)];
   if (!sweep_out.finite) p.all_finite = false;
@@ -181,9 +183,7 @@ void BatchSweep::sweep_one(std::int64_t b) {
   o.rmse_ref = std::sqrt(sweep_out.sse_ref / static_cast<double>(n));
   o.close_violations = sweep_out.close_violations;
   // Bit-identical sides (same stored type, same bytes): a byte compare, cheaper than the sweep.
-  o.same_as_reference = std::memcmp(static_cast<const char*>(p.ref.data_ptr()) + offset,
-                                    static_cast<const char*>(p.prod.data_ptr()) + offset,
-                                    static_cast<std::size_t>(n) * p.ref.element_size()) == 0;
+  o.same_as_reference = std::memcmp(ref_row, prod_row, row_bytes) == 0;
   o.e_ref = sweep_out.e_ref;
   o.peak = sweep_out.peak;
   for (std::size_t g = 0; g < G; ++g) {

@@ -40,8 +40,9 @@ ControlView control_view(const nlohmann::json& d) {
   v.has_expectation = d.contains("expected") && d.at("expected").is_object() && !d.at("expected").empty();
   if (d.contains("gates") && d.at("gates").is_object()) {
     const auto& g = d.at("gates");
+    static const nlohmann::json none = nlohmann::json::object();
     for (const char* gate : {"algebra", "bias", "variance"}) {
-      const auto& one = g.contains(gate) ? g.at(gate) : nlohmann::json::object();
+      const auto& one = g.contains(gate) ? g.at(gate) : none;  // both lvalues: no copy of the gate
       v.gates.push_back({gate, text_at(one, "verdict"), text_at(one, "reason")});
     }
     if (g.contains("variance")) {

@@ -187,9 +187,9 @@ void print_case_details(std::ostream& out, const engine::CaseResult& r) {
                          : h.bounded_q ? fmt::format("rejected at q{}, bounded above q{} (xi {}, LR {}): fitted there",
                                                      num(t.settings.tail_q), num(*h.bounded_q), num(h.bounded_xi, 3), num(h.bounded_lr, 3))
                          : h.endpoint ? fmt::format("rejected at q{}, but the largest {} exceedances close on an endpoint (spacing ratio {} < {}): "
-                                                    "max K-hat decides",
+                                                    "{} decides",
                                                     num(t.settings.tail_q), h.endpoint->top + 1, num(h.endpoint->ratio, 3),
-                                                    num(h.endpoint->cut, 3))
+                                                    num(h.endpoint->cut, 3), t.maximum_decides() ? "max K-hat" : "the bound over xi <= 0")
                                        : fmt::format("REJECTED, heavy tail: U over xi up to {} is {}", num(t.settings.heavy_tail_xi_max),
                                                      num(*h.U_unclipped)));  // set: an unresolved rejection has xi-hat > 0
     }

@@ -27,6 +27,12 @@ void require_positive(double value, const char* field) {
                                 format_number(value));
   }
 }
+// Φ(-z), the one-sided level a significance cut z is set to; cdf(complement(…)) keeps full
+// relative accuracy in the far tail.
+double upper_tail(double z) {
+  const boost::math::normal_distribution<double> standard;
+  return boost::math::cdf(boost::math::complement(standard, z));
+}
 }  // namespace
 
 void validate(const BiasThresholds& t) {
@@ -39,8 +45,7 @@ void validate(const BiasThresholds& t) {
 double t_cut(std::uint64_t replicates, double z_star) {
   require_positive(z_star, "z_star");
   if (replicates < 2) throw std::invalid_argument("t_cut: needs at least 2 replicates, got " + std::to_string(replicates));
-  const boost::math::normal_distribution<double> standard;
-  const double tail = boost::math::cdf(boost::math::complement(standard, z_star));
+  const double tail = upper_tail(z_star);
   const boost::math::students_t_distribution<double> t(static_cast<double>(replicates - 1));
   return boost::math::quantile(boost::math::complement(t, tail));
 }
@@ -168,9 +173,7 @@ BucketEquivalence equivalence_bucket(const BucketSample& b, double c, double cut
   const double half = cut * b.sd / std::sqrt(static_cast<double>(b.replicates));
   double lower = b.mean - half, upper = b.mean + half;
   if (values_repeat(b)) {
-    const boost::math::normal_distribution<double> standard;
-    const double a = boost::math::cdf(boost::math::complement(standard, z_star));
-    std::tie(lower, upper) = lattice_interval(b, a);
+    std::tie(lower, upper) = lattice_interval(b, upper_tail(z_star));
     e.lattice = true;
   }
   e.lower_ulp = lower / b.ulp;
@@ -201,8 +204,7 @@ std::uint64_t replicates_for_lattice_equivalence(const BucketSample& b, double c
   if (!values_repeat(b)) throw std::invalid_argument("replicates_for_lattice_equivalence: the bucket's values are not known to be few");
   if (!(b.ulp > 0.0) || !std::isfinite(b.mean)) throw std::invalid_argument("replicates_for_lattice_equivalence: needs a finite mean and a positive ULP");
   if (std::fabs(b.mean) / b.ulp >= c) return 0;
-  const boost::math::normal_distribution<double> standard;
-  const double a = boost::math::cdf(boost::math::complement(standard, z_star));
+  const double a = upper_tail(z_star);
   const auto fits = [&](std::uint64_t r) {
     auto at = b;
     at.replicates = r;
@@ -215,9 +217,7 @@ std::uint64_t replicates_for_lattice_equivalence(const BucketSample& b, double c
 
 double per_bucket_false_alarm(double z_star) {
   require_positive(z_star, "z_star");
-  const boost::math::normal_distribution<double> standard;
-  // cdf(complement(…)) keeps full relative accuracy in the far tail.
-  return 2.0 * boost::math::cdf(boost::math::complement(standard, z_star));
+  return 2.0 * upper_tail(z_star);
 }
 
 double union_bound_false_alarm(std::size_t buckets, double z_star) {

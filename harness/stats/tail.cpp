@@ -267,10 +267,9 @@ TailAnalysis analyze_tail(std::span<const double> k_hat, const VarianceSettings&
                 : short_of_t ? "; PASS short of the horizon: r <= warn shown up to T' = " +
                                    format_number(a.thin->supported_horizon) + " of T = " + format_number(settings.horizon)
                              : "");
-    // Issue 52: the bound above holds only for ξ <= 0, which no test has checked here. The
-    // stopping rule grows a thin verdict below FAIL until a fit can test it; one still thin
-    // (R_max reached, or a look before the last) says so, with the R a fit would need at the
-    // rate the exceedances came.
+    // Issue 52: the bound above holds only for ξ <= 0, which no test has checked here. Growing
+    // until a fit can test it was tried and taken back (docs/statistics.md): a thin verdict below
+    // FAIL says so instead, with the R a fit would need at the rate the exceedances came.
     if (a.verdict != Verdict::fail) {
       const double per_replicate = (1.0 - settings.tail_q) * static_cast<double>(s.count - s.zeros) / static_cast<double>(s.count);
       const double need = static_cast<double>(settings.min_exceedances) / std::max(per_replicate, 1e-300);
@@ -389,7 +388,7 @@ TailAnalysis analyze_tail(std::span<const double> k_hat, const VarianceSettings&
     a.reason += "; heavy tail: free xi-hat = " + format_number(h.xi_free) + ", LR = " + format_number(h.lr) + " > " +
                 format_number(h.cut) + " (one-sided test of xi <= 0 at " + format_number(settings.heavy_tail_level) +
                 "), the bounded-tail model does not hold and no higher threshold shows a bounded tail";
-  } else if (h.maximum_decides()) {
+  } else if (h.endpoint) {
     const auto& e = *h.endpoint;
     const bool by_maximum = a.maximum_decides();
     a.reason += "; heavy-looking tail at q" + format_number(settings.tail_q) + " (free xi-hat = " + format_number(h.xi_free) +

@@ -126,17 +126,15 @@ struct HeavyTailCheck {
   // Set when a higher threshold shows a bounded tail (the rejection is resolved there).
   std::optional<double> bounded_q;  // the tail_q of that threshold
   double bounded_xi = 0.0, bounded_lr = 0.0, bounded_cut = 0.0;
-  // Set when no higher threshold has the exceedances to show it but the top order statistics
-  // approach an endpoint (endpoint_test): a capped K̂ whose exceedances mix two scales, or one
-  // with ties at its cap, read as heavy at u. The rejection then cannot raise the verdict past
-  // what the maximum shows; the maximum decides, as on the thin route (issue 54).
+  // Set only on a rejection no higher threshold resolved (often for want of exceedances there),
+  // when the top order statistics approach an endpoint (endpoint_test): a capped K̂ whose
+  // exceedances mix two scales, or one with ties at its cap, read as heavy at u. The rejection
+  // then cannot raise the verdict past what the maximum shows (TailAnalysis::maximum_decides).
   std::optional<EndpointEvidence> endpoint;
 
   // Rejected and resolved neither above a higher threshold nor by an endpoint: WARN at least,
   // U without the clip.
   bool unresolved() const { return rejected && !bounded_q && !endpoint; }
-  // Rejected and resolved by the endpoint test only: the maximum decides the verdict.
-  bool maximum_decides() const { return rejected && !bounded_q && endpoint.has_value(); }
 };
 
 // The thin-tail bound (too few exceedances for a GPD fit). Under the model's assumption ξ ≤ 0
@@ -189,7 +187,7 @@ struct TailAnalysis {
   Verdict verdict = Verdict::pass;
   // The endpoint test resolved a rejection and the maximum is a floor at this R (R < T/20): the
   // maximum decides the verdict, which below FAIL is short of the horizon.
-  bool maximum_decides() const { return heavy.maximum_decides() && maximum_is_a_floor(khat.count, settings.horizon); }
+  bool maximum_decides() const { return heavy.endpoint && maximum_is_a_floor(khat.count, settings.horizon); }
   std::string reason;          // one line, for people
 };
 
