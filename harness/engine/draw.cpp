@@ -51,4 +51,10 @@ kernels::KernelInputs narrow_batch(const kernels::KernelInputs& batched, std::in
   return out;
 }
 
+kernels::KernelInputs select_batch(const kernels::KernelInputs& batched, const torch::Tensor& indices) {
+  kernels::KernelInputs out;
+  for (const auto& [name, t] : batched.tensors()) out.set(name, t.index_select(0, indices.to(t.device())));
+  return out;
+}
+
 }  // namespace kcert::engine

@@ -26,4 +26,7 @@ kernels::KernelInputs merge(const kernels::KernelInputs& a, const kernels::Kerne
 // The first k replicates of a batch.
 kernels::KernelInputs narrow_batch(const kernels::KernelInputs& batched, std::int64_t first, std::int64_t k);
 
+// The replicates of a batch at `indices` (an int64 tensor), in that order.
+kernels::KernelInputs select_batch(const kernels::KernelInputs& batched, const torch::Tensor& indices);
+
 }  // namespace kcert::engine

@@ -135,8 +135,13 @@ class PairEvaluator final : public PairSource {
       torch::NoGradGuard no_grad;
       out.ref = ref_.fn(in_w, working_, tc_.reference.params);
       out.prod = prod_.fn(in_w, working_, tc_.production.params);
-      out.oracle = ref_.fn(in_64, exact_, tc_.reference.params);
-      if (family_.selects) out.oracle_alt = ref_.fn(in_64, flipping_, tc_.reference.params);
+      if (family_.selects) {
+        auto notes = std::make_shared<Precision::NearTieNotes>();
+        out.oracle = ref_.fn(in_64, Precision::exact_noting_near_ties(tc_.probe.dtype, notes), tc_.reference.params);
+        out.oracle_alt = flipped_oracle(in_64, out.oracle, *notes);
+      } else {
+        out.oracle = ref_.fn(in_64, exact_, tc_.reference.params);
+      }
     }
     runtime_.kernel_seconds += seconds_since(tk);
     check_output(out.ref, "reference variant '" + tc_.reference.variant + "'", count, out_dtype_);
@@ -152,6 +157,37 @@ class PairEvaluator final : public PairSource {
                                   " vs " + c10::str(out.prod.sizes()));
     }
     return out;
+  }
+
+  // A selecting family's second oracle (the reference with near ties flipped). It differs
+  // from the oracle only in the decisions that are near ties, a few in 10^5 on most router
+  // controls, so where the reference noted them (a built-in router kernel does) only the
+  // replicates holding one are evaluated again, and only their noted rows taken from that run:
+  // every other row is the oracle's, as the whole flipped run would give it bit for bit. A
+  // reference that noted nothing usable (a Python or plugin kernel, or one that selects twice)
+  // is evaluated whole under the flipping policy.
+  torch::Tensor flipped_oracle(const KernelInputs& in_64, const torch::Tensor& oracle,
+                               const Precision::NearTieNotes& notes) {
+    const auto rows_shape = oracle.sizes().slice(0, static_cast<std::size_t>(std::max<std::int64_t>(oracle.dim() - 1, 0)));
+    if (notes.selections != 1 || !notes.rows.defined() || oracle.dim() < 2 || notes.rows.sizes() != rows_shape ||
+        notes.rows.scalar_type() != torch::kBool) {
+      return ref_.fn(in_64, flipping_, tc_.reference.params);
+    }
+    const auto batch = oracle.size(0);
+    const auto replicates = notes.rows.reshape({batch, -1}).any(1).nonzero().squeeze(1);
+    if (replicates.numel() == 0) return oracle;
+    const auto flipped = ref_.fn(merge(fixed_64_, select_batch(batch_64_, replicates)), flipping_, tc_.reference.params);
+    auto expected = oracle.sizes().vec();
+    expected[0] = replicates.numel();
+    if (flipped.sizes() != at::IntArrayRef(expected)) {
+      throw std::invalid_argument("reference variant '" + tc_.reference.variant +
+                                  "' changed its output shape when near ties were flipped: " + c10::str(flipped.sizes()) +
+                                  " vs " + c10::str(at::IntArrayRef(expected)));
+    }
+    auto alt = oracle.clone();
+    const auto noted = notes.rows.index_select(0, replicates).unsqueeze(-1);
+    alt.index_copy_(0, replicates, torch::where(noted, flipped.to(oracle.scalar_type()), oracle.index_select(0, replicates)));
+    return alt;
   }
 
   // Production under the fp64 policy on the first k replicates of the last batch (the

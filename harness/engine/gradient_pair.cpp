@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <memory>
+#include <optional>
 #include <stdexcept>
 
 #include "harness/engine/draw.hpp"
@@ -145,9 +147,20 @@ PairOutputs GradientPair::evaluate(std::uint64_t first, std::int64_t count) {
     const auto in_64 = merge(fixed_64_, narrow_batch(batch_64, j, 1));
     const auto t0 = Clock::now();
     torch::Tensor y64;
+    // A selecting family's forward notes its near ties (numerics::Precision::NearTieNotes):
+    // a replicate without one needs no second oracle, the flipped run would give the first's
+    // bits (issue 37).
+    std::optional<bool> has_near_tie;
     {
       torch::NoGradGuard no_grad;
-      y64 = ref_.fn(in_64, exact_, tc_.reference.params);
+      if (family_.selects) {
+        auto notes = std::make_shared<numerics::Precision::NearTieNotes>();
+        y64 = ref_.fn(in_64, numerics::Precision::exact_noting_near_ties(tc_.probe.dtype, notes), tc_.reference.params);
+        if (notes->selections == 1 && notes->rows.defined() && notes->rows.scalar_type() == torch::kBool)
+          has_near_tie = notes->rows.any().item<bool>();
+      } else {
+        y64 = ref_.fn(in_64, exact_, tc_.reference.params);
+      }
     }
     // dy: N(shift, scale²) from the replicate's own dy stream, plus the oracle's output for
     // the self-correlated kind; rounded to W, and the oracle gets exactly that W value.
@@ -178,7 +191,7 @@ PairOutputs GradientPair::evaluate(std::uint64_t first, std::int64_t count) {
     if (family_.selects) {
       // A token whose top-k the working precision cannot resolve routes its gradient through
       // either expert set: each side's error is taken against the closer of the two oracles.
-      auto alt = kernels::variant_vjp(ref_, in_64, wrt_, flipping_, tc_.reference.params, dy_64)[input];
+      auto alt = has_near_tie == false ? o : kernels::variant_vjp(ref_, in_64, wrt_, flipping_, tc_.reference.params, dy_64)[input];
       if (!alt.defined() || alt.sizes() != o.sizes())
         throw std::invalid_argument("reference variant '" + tc_.reference.variant + "' changed " + gradient_.schema.name +
                                     "'s shape when near ties were flipped");

@@ -30,7 +30,16 @@ Precision Precision::exact_flipping_near_ties(stats::FloatFormat working) {
   return p;
 }
 
+Precision Precision::exact_noting_near_ties(stats::FloatFormat working, std::shared_ptr<NearTieNotes> notes) {
+  if (!notes) throw std::invalid_argument("exact_noting_near_ties: no notes to write to");
+  auto p = exact();
+  p.near_tie_working_ = working;
+  p.near_tie_notes_ = std::move(notes);
+  return p;
+}
+
 std::string Precision::name() const {
+  if (exact_ && near_tie_notes_) return "exact(fp64, near ties noted)";
   if (exact_) return near_tie_working_ ? "exact(fp64, near ties flipped)" : "exact(fp64)";
   return std::string(stats::traits(format_).name) + "/acc " +
          (accumulation_ == torch::kFloat64 ? "fp64" : "fp32");

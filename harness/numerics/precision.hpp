@@ -6,6 +6,7 @@
 // code yields the oracle and the algebra gate's evaluations.
 #include "harness/numerics/torch_api.hpp"
 
+#include <memory>
 #include <optional>
 #include <string>
 
@@ -26,8 +27,29 @@ class Precision {
   // select never look at it.
   static Precision exact_flipping_near_ties(stats::FloatFormat working);
 
-  // Set only under exact_flipping_near_ties: the working format W of the case.
-  std::optional<stats::FloatFormat> flips_near_ties() const { return near_tie_working_; }
+  // Where a selecting kernel, run under exact_noting_near_ties, notes the decisions it found
+  // to be near ties: the second oracle then needs computing only there (issue 37: the whole
+  // flipped run cost a router control a quarter of its time for a few near ties in 10^5).
+  struct NearTieNotes {
+    // bool, one entry per decision (the kernel's output shape without its last dimension).
+    torch::Tensor rows;
+    // How many selections noted: a kernel that selects more than once notes more than once,
+    // and its rows then say nothing a caller can rely on.
+    int selections = 0;
+  };
+  // The exact policy, computing exactly what exact() computes (no tie is flipped), with the
+  // near ties a selecting kernel finds noted in `notes` (the same margin rule as
+  // exact_flipping_near_ties, so a noted row is exactly a row the flipping policy flips).
+  // A kernel that does not note leaves `notes` empty: the caller then runs it whole.
+  static Precision exact_noting_near_ties(stats::FloatFormat working, std::shared_ptr<NearTieNotes> notes);
+
+  // Under exact_flipping_near_ties and exact_noting_near_ties: the working format W of the
+  // case, whose resolution decides what a near tie is.
+  std::optional<stats::FloatFormat> near_tie_format() const { return near_tie_working_; }
+  bool flips_near_ties() const { return near_tie_working_.has_value() && !near_tie_notes_; }
+  // Under exact_noting_near_ties: where a selecting kernel notes its near ties (the policy
+  // is passed by const reference, the notes are the caller's to read afterwards).
+  NearTieNotes* near_tie_notes() const { return near_tie_notes_.get(); }
 
   bool is_exact() const { return exact_; }
   torch::Dtype working_dtype() const { return working_; }
@@ -57,6 +79,7 @@ class Precision {
   stats::FloatFormat format_;
   bool exact_;
   std::optional<stats::FloatFormat> near_tie_working_;
+  std::shared_ptr<NearTieNotes> near_tie_notes_;
 };
 
 torch::Dtype to_dtype(stats::FloatFormat format);

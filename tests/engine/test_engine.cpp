@@ -450,3 +450,51 @@ TEST_CASE("the dy probe's kinds and stress rows", "[engine][backward]") {
     CHECK(torch::equal(draw(9), draw(9)));
   }
 }
+
+TEST_CASE("a selecting family's second oracle, computed only where the reference noted a near tie, is the whole "
+          "flipped run's", "[engine][router][selection]") {
+  // The built-in router notes its near ties (numerics::Precision::NearTieNotes) and the engine
+  // evaluates the flipped oracle only for the replicates and rows that hold one (issue 37). The
+  // same kernel behind a wrapper that hides the notes is evaluated whole under the flipping
+  // policy, as a Python or plugin kernel is: both runs must give the same document.
+  auto registry = builtin_registry();
+  const auto& configurable = registry.variant("router", "configurable");
+  auto unnoted = configurable;
+  unnoted.schema.name = "configurable_unnoted";
+  unnoted.fn = [fn = configurable.fn](const kcert::kernels::KernelInputs& in, const kcert::numerics::Precision& p,
+                                      const kcert::kernels::ParamMap& prm) {
+    return fn(in, p.near_tie_notes() ? kcert::numerics::Precision::exact() : p, prm);
+  };
+  registry.add_variant("router", unnoted);
+  kcert::testcase::FamilySchemas schemas;
+  schemas.emplace("router", registry.family("router").schema());
+  // bf16 logits over four experts, top 1: a near tie in a few decisions in a hundred, so a
+  // batch holds replicates with one and without.
+  const auto yaml = [](const std::string& ref) {
+    return "schema: 1\nid: near\nkind: positive\nfamily: router\nmechanism: m\nreferences: []\ndirection: both\n"
+           "reference: {variant: " + ref + ", params: {logits: w}}\n"
+           "production: {variant: configurable, params: {logits: w, softmax: fused_dtype}}\n"
+           "probe: {dtype: bf16, seed: 6, scale: 8.0, shape: {tokens: 8, hidden: 64, experts: 4}, "
+           "router: {top_k: 1, weight_dtype: w}}\n"
+           "gates: {replicates: 64, max_replicates: 64, algebra: {replicates: 2}}\n";
+  };
+  const auto noted = kcert::testcase::parse_testcases(yaml("configurable"), "near.yaml", schemas);
+  const auto whole = kcert::testcase::parse_testcases(yaml("configurable_unnoted"), "near.yaml", schemas);
+  REQUIRE(noted.size() == 2);
+  for (std::size_t i = 0; i < noted.size(); ++i) {
+    INFO(noted[i].id);
+    kcert::engine::RunOptions options;
+    options.batch = 8;
+    const auto a = kcert::engine::run_case(noted[i], registry, options);
+    const auto b = kcert::engine::run_case(whole[i], registry, options);
+    REQUIRE(a.variance.selection);
+    const auto& counts = a.variance.selection->counts;
+    CHECK(counts.near_ties > 0);
+    CHECK(counts.near_ties < counts.decisions / 16);  // most replicates are taken from the oracle
+    auto ja = kcert::store::without_runtime(kcert::store::results_document({a}, "x")).dump();
+    auto jb = kcert::store::without_runtime(kcert::store::results_document({b}, "x")).dump();
+    for (std::size_t at = jb.find("configurable_unnoted"); at != std::string::npos; at = jb.find("configurable_unnoted"))
+      jb.replace(at, std::string("configurable_unnoted").size(), "configurable");
+    CHECK(ja == jb);
+  }
+}

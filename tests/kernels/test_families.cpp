@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <memory>
 
 #include "harness/engine/engine.hpp"
 #include "harness/kernels/registry.hpp"
@@ -166,6 +167,15 @@ TEST_CASE("the flipped oracle resolves only near ties the other way, at the prec
     // The alternative is a real router output: its weights are the renormalized softmax of
     // the other pair, summing to 1.
     CHECK(alt[0][0].sum().item<double>() == Approx(1.0));
+    // Noting the near ties computes the oracle bit for bit and names the rows the flipping
+    // policy changes: the engine evaluates the flipped oracle only there.
+    auto notes = std::make_shared<Precision::NearTieNotes>();
+    const auto noting = Precision::exact_noting_near_ties(kcert::stats::FloatFormat::bf16, notes);
+    CHECK(torch::equal(run("router", variant, in, noting), oracle));
+    CHECK(notes->selections == 1);
+    REQUIRE(notes->rows.defined());
+    CHECK(torch::equal(notes->rows, (alt != oracle).any(-1)));
+    CHECK(torch::equal(notes->rows, torch::tensor({true, false, false}).view({1, 3})));
   }
   // Logits rounded to bf16 decide at bf16's resolution: the 1e-3 margin is a near tie too.
   ParamMap w_logits;

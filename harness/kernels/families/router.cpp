@@ -42,21 +42,29 @@ constexpr double kNearTieSpacings = 4.0;
 
 // Under Precision::exact_flipping_near_ties: in every row whose k-th and (k+1)-th choices
 // are a near tie, take the (k+1)-th instead of the k-th; other rows keep `idx` bit for bit.
+// Under Precision::exact_noting_near_ties: `idx` unchanged, and those rows noted (the engine
+// then computes the flipped oracle for them alone).
 // `idx` lists the k chosen in descending order of `selected_on` (every rule here does);
 // the margin is measured on `margin_on`, the quantity the working kernel rounds (the
 // logits for a softmax: softmax is monotone, so the two orders agree), at `precision`
 // significand bits.
 torch::Tensor flip_near_ties(const Precision& p, const torch::Tensor& selected_on, const torch::Tensor& margin_on,
                              const torch::Tensor& idx, int precision) {
-  if (!p.flips_near_ties()) return idx;
+  if (!p.near_tie_format()) return idx;
   const auto k = idx.size(-1);
   const auto next = std::get<1>(selected_on.scatter(-1, idx, -std::numeric_limits<double>::infinity()).max(-1, true));
   const auto kth = idx.narrow(-1, k - 1, 1);
   const auto margin = margin_on.gather(-1, kth) - margin_on.gather(-1, next);
   const auto scale = std::get<0>(margin_on.abs().max(-1, true));
   const auto spacing = torch::exp2(torch::floor(torch::log2(scale))) * std::ldexp(1.0, 1 - precision);
+  const auto near_tie = margin <= kNearTieSpacings * spacing;
+  if (auto* notes = p.near_tie_notes()) {
+    notes->rows = near_tie.squeeze(-1);
+    ++notes->selections;
+    return idx;
+  }
   auto out = idx.clone();
-  out.narrow(-1, k - 1, 1).copy_(torch::where(margin <= kNearTieSpacings * spacing, next, kth));
+  out.narrow(-1, k - 1, 1).copy_(torch::where(near_tie, next, kth));
   return out;
 }
 
@@ -121,7 +129,7 @@ torch::Tensor configurable_router(const KernelInputs& in, const Precision& p, co
   // The precision the working kernel decides in: W when the logits or the probabilities
   // are rounded to it, fp32 otherwise (near ties, see flip_near_ties).
   const int decides_in = (logits_in == "w" || prm.boolean("round_probabilities"))
-                             ? stats::traits(p.flips_near_ties().value_or(stats::FloatFormat::fp32)).precision
+                             ? stats::traits(p.near_tie_format().value_or(stats::FloatFormat::fp32)).precision
                          : logits_in == "tf32" ? kTf32Precision
                                                : kFp32Precision;
   const auto& scoring = prm.string("scoring");
