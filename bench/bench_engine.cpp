@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "harness/engine/draw.hpp"
+#include "harness/engine/row_blocks.hpp"
 #include "harness/engine/engine.hpp"
 #include "harness/testcase/loader.hpp"
 #include "harness/numerics/process_policy.hpp"
@@ -60,9 +61,22 @@ Bare bare_evaluation(const kcert::contract::TestCase& tc, const kcert::kernels::
       in_w.set(n, stacked);
     }
     out.draw += std::chrono::duration<double>(Clock::now() - td).count();
-    auto a = ref.fn(in_w, working, tc.reference.params);
-    auto p = prod.fn(in_w, working, tc.production.params);
-    auto o = ref.fn(in_64, exact, tc.reference.params);
+    // A row-separable family's kernels in row blocks, as the engine runs them (the bare work
+    // done the best way it can be; engine/row_blocks.hpp).
+    const auto run = [&](const kcert::kernels::Variant& v, const kcert::kernels::KernelInputs& in,
+                         const kcert::kernels::KernelInputs& fixed_part, const kcert::numerics::Precision& policy,
+                         const kcert::kernels::ParamMap& params) {
+      if (family.row_separable && v.in_row_blocks && v.schema.origin == "builtin") {
+        kcert::kernels::KernelInputs batch_part;
+        for (const auto& [n, stacked] : drawn.tensors()) batch_part.set(n, in.at(n));
+        auto y = kcert::engine::evaluate_in_row_blocks(v.fn, fixed_part, batch_part, policy, params);
+        if (y.defined()) return y;
+      }
+      return v.fn(in, policy, params);
+    };
+    auto a = run(ref, in_w, fixed, working, tc.reference.params);
+    auto p = run(prod, in_w, fixed, working, tc.production.params);
+    auto o = run(ref, in_64, fixed64, exact, tc.reference.params);
     if (done < tc.gates.algebra_replicates) {
       kcert::kernels::KernelInputs alg = fixed64;
       const auto k = std::min<std::int64_t>(b, tc.gates.algebra_replicates - done);

@@ -2,6 +2,7 @@
 #include "harness/engine/draw.hpp"
 #include "harness/engine/batch_pipeline.hpp"
 #include "harness/engine/gradient_pair.hpp"
+#include "harness/engine/row_blocks.hpp"
 
 #include <algorithm>
 #include <array>
@@ -124,7 +125,8 @@ class PairEvaluator final : public PairSource {
   PairOutputs evaluate(std::uint64_t first, std::int64_t count) override {
     const auto td = Clock::now();
     const auto stacked = draw_replicates(family_, tc_.probe, fixed_cpu_, tc_.probe.seed, first, count);
-    const auto in_w = merge(fixed_w_, to_inputs(stacked, device_, std::nullopt));
+    batch_w_ = to_inputs(stacked, device_, std::nullopt);
+    const auto in_w = merge(fixed_w_, batch_w_);
     batch_64_ = to_inputs(stacked, device_, torch::kFloat64);
     const auto in_64 = merge(fixed_64_, batch_64_);
     runtime_.draw_seconds += seconds_since(td);
@@ -133,14 +135,14 @@ class PairEvaluator final : public PairSource {
     PairOutputs out;
     {
       torch::NoGradGuard no_grad;
-      out.ref = ref_.fn(in_w, working_, tc_.reference.params);
-      out.prod = prod_.fn(in_w, working_, tc_.production.params);
+      out.ref = evaluate(ref_, in_w, working_, tc_.reference.params);
+      out.prod = evaluate(prod_, in_w, working_, tc_.production.params);
       if (family_.selects) {
         auto notes = std::make_shared<Precision::NearTieNotes>();
         out.oracle = ref_.fn(in_64, Precision::exact_noting_near_ties(tc_.probe.dtype, notes), tc_.reference.params);
         out.oracle_alt = flipped_oracle(in_64, out.oracle, *notes);
       } else {
-        out.oracle = ref_.fn(in_64, exact_, tc_.reference.params);
+        out.oracle = evaluate(ref_, in_64, exact_, tc_.reference.params);
       }
     }
     runtime_.kernel_seconds += seconds_since(tk);
@@ -157,6 +159,20 @@ class PairEvaluator final : public PairSource {
                                   " vs " + c10::str(out.prod.sizes()));
     }
     return out;
+  }
+
+  // One variant on a batch. A row-separable family's built-in variants run block by block of
+  // rows on the CPU (row_blocks.hpp: the same bits, about half the kernel time on RMSNorm);
+  // a plugin's or a Python file's variant is run whole (its rows are its own business, and a
+  // Python call per block would cost more than the cache saves).
+  torch::Tensor evaluate(const kernels::Variant& v, const KernelInputs& in, const Precision& p,
+                         const kernels::ParamMap& params) {
+    if (family_.row_separable && v.in_row_blocks && v.schema.origin == "builtin" && device_.is_cpu()) {
+      const bool exact = p.is_exact();
+      auto blocked = engine::evaluate_in_row_blocks(v.fn, exact ? fixed_64_ : fixed_w_, exact ? batch_64_ : batch_w_, p, params);
+      if (blocked.defined()) return blocked;
+    }
+    return v.fn(in, p, params);
   }
 
   // A selecting family's second oracle (the reference with near ties flipped). It differs
@@ -212,7 +228,7 @@ class PairEvaluator final : public PairSource {
   torch::Device device_;
   Precision working_, exact_, flipping_;
   torch::Dtype out_dtype_;
-  KernelInputs fixed_cpu_, fixed_w_, fixed_64_, batch_64_;
+  KernelInputs fixed_cpu_, fixed_w_, fixed_64_, batch_w_, batch_64_;
   Runtime& runtime_;
 };
 

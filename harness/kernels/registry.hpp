@@ -55,6 +55,10 @@ struct Variant {
   // empty. A case naming such a variant still loads and validates; the run skips it with
   // this reason, and the result says SKIP, never PASS.
   std::string unavailable;
+  // In a row-separable family (Family::row_separable): false for a kernel that makes an
+  // operator call per column (a sequential accumulator), whose calls would be multiplied by the
+  // number of row blocks: it is evaluated whole (N4's kernel ran 9x slower in blocks).
+  bool in_row_blocks = true;
 };
 
 // The kernel version every variant shipped with kcert records.
@@ -89,6 +93,13 @@ struct Family {
   // the working precision cannot resolve is not a precision error. Selection flips are
   // counted and tested apart (gates::SelectionFlips).
   bool selects = false;
+  // Each output row (along the last dimension) depends only on the same row of every
+  // per-replicate input (all shaped [rows..., last] alike) and on the fixed inputs: RMSNorm,
+  // LayerNorm, elementwise activations. The engine then evaluates the built-in variants on the
+  // CPU block by block of rows (engine/row_blocks.hpp, issue 37): the same bits, the
+  // intermediates in the L2 cache. A family's own built-in variants must all keep it; variants
+  // from plugins and Python files are evaluated whole.
+  bool row_separable = false;
   // The gradients its backward can be certified on, each with the bucket of every element of
   // one replicate's gradient (shape without the batch dimension; as bucket_ids above) and the
   // reduction size N of the claim (tokens a weight's gradient sums over; 0 for dx).

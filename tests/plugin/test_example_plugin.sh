@@ -132,7 +132,7 @@ void kcert_plugin_register(void* registry) { (void)registry; }
 C
 gcc -shared -fPIC -o "$WORK/old.so" "$WORK/old.c"
 out=$("$KCERT" --plugin "$WORK/old.so" list 2>&1) && fail "another ABI version was accepted"
-expect_contains "$out" "built against kcert plugin ABI 99, but this kcert has ABI 4"
+expect_contains "$out" "built against kcert plugin ABI 99, but this kcert has ABI 5"
 cp "$PLUGIN" "$WORK/copy.so"
 out=$("$KCERT" --plugin "$PLUGIN" --plugin "$WORK/copy.so" list 2>&1) && fail "a duplicate variant was accepted"
 expect_contains "$out" "variant 'fused_rmsnorm' of family 'rmsnorm' is already registered"

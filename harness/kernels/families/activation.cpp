@@ -150,6 +150,7 @@ void register_activation_family(Registry& registry) {
       param::integer("shape.channels", 512).at_least(1).doc("channels"),
   };
   f.validate_probe = [](const ProbeContract& probe) { return check_outlier_count(probe, "shape.channels"); };
+  f.row_separable = true;
   f.make_fixed = [](const ProbeContract&, std::uint64_t) { return KernelInputs{}; };
   f.make_replicate = [](const ProbeContract& probe, const KernelInputs&, std::uint64_t seed) {
     return token_channel_activations(probe, "shape.tokens", "shape.channels", seed);

@@ -187,6 +187,7 @@ void register_layernorm_family(Registry& registry) {
       param::number("weights.bias_spread", 0.1).at_least(0).doc("b = bias_spread·N(0,1)"),
   };
   f.validate_probe = [](const ProbeContract& probe) { return check_outlier_count(probe, "shape.hidden"); };
+  f.row_separable = true;
   f.make_fixed = make_fixed;
   f.make_replicate = make_replicate;
   f.bucket_ids = [](const std::string& axis, const ProbeContract&, at::IntArrayRef shape) {

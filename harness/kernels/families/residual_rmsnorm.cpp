@@ -151,6 +151,7 @@ void register_residual_rmsnorm_family(Registry& registry) {
       param::number("residual.scale", 1.0).at_least(0).doc("the residual stream r is drawn with shift and scale multiplied by this (late layers: 4)"),
   };
   f.validate_probe = [](const ProbeContract& probe) { return check_outlier_count(probe, "shape.hidden"); };
+  f.row_separable = true;
   f.make_fixed = make_fixed;
   f.make_replicate = make_replicate;
   f.bucket_ids = [](const std::string& axis, const ProbeContract&, at::IntArrayRef shape) {

@@ -262,6 +262,7 @@ std::vector<Variant> rmsnorm_variants() {
         const auto h = p.round_w(u * torch::rsqrt(p.up(ms) + prm.number("eps")).unsqueeze(-1));
         return p.round_w(p.up(in.at("w")) * p.up(h));
       }));
+  v.back().in_row_blocks = false;  // one operator call per hidden unit
   v.push_back(variant(
       "llama_eps_outside_root",
       "as llama, but 1 / (sqrt(ms) + eps): eps outside the square root (N6; TE#364, tilelang#1243)",
@@ -340,6 +341,7 @@ void register_rmsnorm_family(Registry& registry) {
       param::number_list("weights.large", {}).doc("values written over the first weights (real checkpoints have a few large gains, e.g. 15.8)"),
   };
   f.validate_probe = validate;
+  f.row_separable = true;
   f.make_fixed = make_fixed;
   f.make_replicate = make_replicate;
   f.bucket_ids = [](const std::string& axis, const ProbeContract&, at::IntArrayRef shape) {

@@ -1,0 +1,113 @@
+#include "tests/catch_torch.hpp"
+
+#include <string>
+#include <vector>
+
+#include "harness/engine/draw.hpp"
+#include "harness/engine/row_blocks.hpp"
+#include "harness/kernels/registry.hpp"
+
+using kcert::kernels::KernelInputs;
+using kcert::kernels::ParamMap;
+using kcert::numerics::Precision;
+
+namespace {
+
+const kcert::kernels::Registry& registry() {
+  static const auto r = [] {
+    kcert::kernels::Registry reg;
+    kcert::kernels::register_builtin_families(reg);
+    return reg;
+  }();
+  return r;
+}
+
+kcert::kernels::ProbeContract probe_of(const kcert::kernels::Family& f, kcert::stats::FloatFormat dtype) {
+  kcert::kernels::ProbeContract p;
+  p.dtype = dtype;
+  p.shift = 0.25;
+  p.scale = 2.0;
+  for (const auto& spec : f.probe_params) {
+    if (spec.default_value) p.params.set(spec.name, *spec.default_value);
+  }
+  // Large enough that ATen splits the whole batch's operators across threads, with a row count
+  // that no block size below divides.
+  if (p.params.has("shape.tokens")) p.params.set("shape.tokens", std::int64_t{401});
+  return p;
+}
+
+ParamMap defaults_of(const kcert::kernels::Variant& v) {
+  ParamMap params;
+  for (const auto& spec : v.schema.params) {
+    if (spec.default_value) params.set(spec.name, *spec.default_value);
+  }
+  return params;
+}
+
+}  // namespace
+
+TEST_CASE("a row-separable family's variants give the same bits block by block as over the whole batch",
+          "[engine][row_blocks]") {
+  // The engine evaluates these families in blocks of rows (issue 37); this is the claim that
+  // makes it a pure speed change, checked for every built-in variant, at W and under fp64, with
+  // blocks of a few rows and of many, the last one short, run across the intra-op threads.
+  torch::NoGradGuard no_grad;
+  int families = 0;
+  for (const auto& name : registry().family_names()) {
+    const auto& f = registry().family(name);
+    if (!f.row_separable) continue;
+    ++families;
+    for (const auto dtype : {kcert::stats::FloatFormat::bf16, kcert::stats::FloatFormat::fp32}) {
+      const auto probe = probe_of(f, dtype);
+      const auto fixed_cpu = f.make_fixed(probe, 11);
+      const auto batch = kcert::engine::draw_replicates(f, probe, fixed_cpu, 12, 0, 3);
+      for (const auto& [variant_name, v] : f.variants) {
+        if (!v.unavailable.empty()) continue;
+        const auto params = defaults_of(v);
+        for (const auto& policy : {Precision::working(dtype), Precision::exact()}) {
+          const std::optional<torch::Dtype> as =
+              policy.is_exact() ? std::optional<torch::Dtype>(torch::kFloat64) : std::nullopt;
+          const auto fixed = kcert::engine::to_inputs(fixed_cpu, torch::kCPU, as);
+          const auto inputs = kcert::engine::to_inputs(batch, torch::kCPU, as);
+          const auto whole = v.fn(kcert::engine::merge(fixed, inputs), policy, params);
+          const auto width = inputs.tensors().begin()->second.size(-1);
+          for (const std::int64_t rows_per_block : {7, 64, 500}) {
+            INFO(name << " / " << variant_name << " / " << policy.name() << " / rows per block " << rows_per_block);
+            const auto blocked =
+                kcert::engine::evaluate_in_row_blocks(v.fn, fixed, inputs, policy, params, rows_per_block * width);
+            REQUIRE(blocked.defined());
+            CHECK(blocked.sizes() == whole.sizes());
+            CHECK(blocked.scalar_type() == whole.scalar_type());
+            CHECK(torch::equal(blocked, whole));
+          }
+        }
+      }
+    }
+  }
+  CHECK(families >= 4);  // rmsnorm, residual_rmsnorm, layernorm, activation
+}
+
+TEST_CASE("row blocks are declined where they would not be row for row", "[engine][row_blocks]") {
+  torch::NoGradGuard no_grad;
+  const auto p = Precision::working(kcert::stats::FloatFormat::fp32);
+  KernelInputs batch;
+  batch.set("x", torch::randn({2, 8, 4}));
+  const kcert::kernels::KernelFn identity = [](const KernelInputs& in, const Precision&, const ParamMap&) {
+    return in.at("x");
+  };
+  // One block would hold every row: nothing to gain.
+  CHECK_FALSE(kcert::engine::evaluate_in_row_blocks(identity, {}, batch, p, {}, 64).defined());
+  // Blocks of 4 rows: the identity comes back whole.
+  const auto y = kcert::engine::evaluate_in_row_blocks(identity, {}, batch, p, {}, 16);
+  REQUIRE(y.defined());
+  CHECK(torch::equal(y, batch.at("x")));
+  // Inputs whose rows differ cannot be blocked together.
+  auto uneven = batch;
+  uneven.set("r", torch::randn({2, 7, 4}));
+  CHECK_FALSE(kcert::engine::evaluate_in_row_blocks(identity, {}, uneven, p, {}, 16).defined());
+  // A kernel that reduces over rows (one output row per block) is not row-separable.
+  const kcert::kernels::KernelFn row_sum = [](const KernelInputs& in, const Precision&, const ParamMap&) {
+    return in.at("x").sum(0, true);
+  };
+  CHECK_FALSE(kcert::engine::evaluate_in_row_blocks(row_sum, {}, batch, p, {}, 16).defined());
+}
