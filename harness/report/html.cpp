@@ -269,19 +269,6 @@ bool run_gnuplot(const fs::path& dir, const std::string& script, const std::stri
   return true;
 }
 
-double gpd_survival(double x, double u, double xi, double sigma, double zeta) {
-  const double y = x - u;
-  if (y < 0) return zeta;
-  if (std::fabs(xi) < 1e-12) return zeta * std::exp(-y / sigma);
-  const double t = 1 + xi * y / sigma;
-  return t <= 0 ? 0.0 : zeta * std::pow(t, -1.0 / xi);
-}
-
-double gpd_quantile(double p, double xi, double sigma) {
-  if (std::fabs(xi) < 1e-12) return -sigma * std::log1p(-p);
-  return sigma / xi * (std::pow(1 - p, -xi) - 1);
-}
-
 struct ControlPlots {
   std::vector<std::pair<std::string, std::string>> figures;  // file, caption
 };
@@ -312,8 +299,9 @@ ControlPlots plan_plots(const nlohmann::json& r, const std::vector<double>& khat
   const auto svg = [&](const std::string& name) { return stem + "-" + name + ".svg"; };
   gp << "set terminal svg size 720,440 dynamic font 'sans,12' background '#ffffff'\nset grid\nset key top right\n";
 
+  // A fitted tail whose curve can be drawn (a document edited by hand may hold a sigma of 0).
   const bool fitted = text(tail, "mode") == "fitted" && finite(tail.at("xi_clipped")) && finite(tail.at("sigma")) &&
-                      finite(tail.at("u")) && finite(tail.at("zeta"));
+                      tail.at("sigma").get<double>() > 0 && finite(tail.at("u")) && finite(tail.at("zeta"));
   if (positive.size() >= 2) {
     // 1. The K-hat tail: empirical exceedance probability, the fitted GPD, u, r_T, U, thresholds.
     {
@@ -330,7 +318,7 @@ ControlPlots plan_plots(const nlohmann::json& r, const std::vector<double>& khat
       DataFile d(data("gpd"));
       for (int i = 0; i <= 200; ++i) {
         const double x = u + (x_max - u) * i / 200.0;
-        const double p = gpd_survival(x, u, xi, sigma, zeta);
+        const double p = zeta * stats::gpd_survival(x - u, xi, sigma);
         if (p > 0) d << fmt::format("{:.17g} {:.17g}\n", x, p);
       }
       d.close();
@@ -432,7 +420,7 @@ ControlPlots plan_plots(const nlohmann::json& r, const std::vector<double>& khat
     const auto n = static_cast<double>(exc.size());
     double hi = 0;
     for (std::size_t i = 0; i < exc.size(); ++i) {
-      const double model = gpd_quantile((static_cast<double>(i) + 1) / (n + 1), xi, sigma);
+      const double model = stats::gpd_quantile((static_cast<double>(i) + 1) / (n + 1), xi, sigma);
       d << fmt::format("{:.17g} {:.17g}\n", model, exc[i]);
       hi = std::max({hi, model, exc[i]});
     }

@@ -222,6 +222,26 @@ GpdFit fit_gpd(std::span<const double> y, double xi_max) {
   return fit;
 }
 
+// Both in log1p/expm1 form: the power forms (1 + ξ y/σ)^(-1/ξ) and ((1 - p)^(-ξ) - 1)/ξ lose
+// their digits to cancellation as ξ -> 0 or p -> 0; these keep them, and reach the exponential
+// smoothly (ξ = 0 exactly is its own case only because of the division).
+double gpd_survival(double y, double xi, double sigma) {
+  if (!(sigma > 0.0)) throw std::invalid_argument("gpd_survival: sigma must be positive, got " + format_number(sigma));
+  if (y < 0) return 1.0;
+  if (xi == 0.0) return std::exp(-y / sigma);
+  const double z = xi * y / sigma;
+  if (z <= -1.0) return 0.0;  // at or past a bounded tail's endpoint σ/|ξ|
+  return std::exp(-std::log1p(z) / xi);
+}
+
+double gpd_quantile(double p, double xi, double sigma) {
+  if (!(sigma > 0.0)) throw std::invalid_argument("gpd_quantile: sigma must be positive, got " + format_number(sigma));
+  if (!(p >= 0.0 && p < 1.0)) throw std::invalid_argument("gpd_quantile: p must lie in [0, 1), got " + format_number(p));
+  const double log_tail = std::log1p(-p);  // ln(1 - p)
+  if (xi == 0.0) return -sigma * log_tail;
+  return sigma * std::expm1(-xi * log_tail) / xi;
+}
+
 double return_level(double u, double sigma, double xi, double zeta, double horizon) {
   const double m = horizon * zeta;
   if (!(m > 1.0)) {

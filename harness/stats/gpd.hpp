@@ -32,6 +32,15 @@ double gpd_log_likelihood(std::span<const double> y, double xi, double sigma);
 GpdFit fit_gpd(std::span<const double> y,
                double xi_max = std::numeric_limits<double>::infinity());
 
+// The survival function P(Y > y) = (1 + ξ y/σ)^(-1/ξ), exp(-y/σ) at ξ = 0: 1 for y < 0, and 0
+// past a bounded tail's endpoint σ/|ξ| (SciPy: genpareto.sf(y, ξ, scale=σ)). Throws
+// std::invalid_argument for σ ≤ 0.
+double gpd_survival(double y, double xi, double sigma);
+
+// The quantile: the y with P(Y ≤ y) = p, σ/ξ·((1 - p)^(-ξ) - 1), -σ·ln(1 - p) at ξ = 0
+// (SciPy: genpareto.ppf). Throws std::invalid_argument for σ ≤ 0 or p outside [0, 1).
+double gpd_quantile(double p, double xi, double sigma);
+
 // Return level at horizon T for a tail above u with exceedance rate ζ: the value exceeded
 // once in T replicates, r_T = u + σ/ξ·((Tζ)^ξ - 1) (ξ ≠ 0) or u + σ·ln(Tζ) (ξ = 0).
 // Throws std::domain_error when Tζ ≤ 1 (the horizon does not reach the tail).

@@ -147,3 +147,27 @@ TEST_CASE("GPD log-likelihood is -inf outside the support", "[gpd]") {
   CHECK(gpd_log_likelihood(y, -0.5, 3.0) > -std::numeric_limits<double>::infinity());
   CHECK(gpd_log_likelihood(y, -1.0, 1.5) == Approx(-2.0 * std::log(1.5)));  // edge included
 }
+
+TEST_CASE("the GPD's survival function and quantile agree with SciPy's genpareto", "[gpd][scipy]") {
+  // tests/stats/fixtures/generate_gpd_functions.py: sf and ppf over xi in [-1, 1] (|xi| of 1e-13
+  // on either side of the exponential), y below 0 and past a bounded tail's endpoint, p from 0
+  // to 1 - 1e-9. The report draws its fitted curve and QQ plot with these.
+  int checked = 0;
+  const auto fixture = kcert::test::load_fixture("gpd_functions_reference.json");
+  for (const auto& row : fixture.at("rows")) {
+    const double xi = row.at("xi"), sigma = row.at("sigma");
+    if (row.contains("sf")) {
+      const double y = row.at("y"), want = row.at("sf");
+      INFO("sf y " << y << " xi " << xi << " sigma " << sigma);
+      CHECK(kcert::stats::gpd_survival(y, xi, sigma) == Approx(want).epsilon(1e-12).margin(1e-300));
+    } else {
+      const double p = row.at("p"), want = row.at("ppf");
+      INFO("ppf p " << p << " xi " << xi << " sigma " << sigma);
+      CHECK(kcert::stats::gpd_quantile(p, xi, sigma) == Approx(want).epsilon(1e-12).margin(1e-300));
+    }
+    ++checked;
+  }
+  CHECK(checked == 9 * 3 * (8 + 7));
+  CHECK_THROWS_AS(kcert::stats::gpd_survival(1.0, 0.1, 0.0), std::invalid_argument);
+  CHECK_THROWS_AS(kcert::stats::gpd_quantile(1.0, 0.1, 1.0), std::invalid_argument);
+}
