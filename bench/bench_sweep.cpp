@@ -65,8 +65,24 @@ void sweep_bench(benchmark::State& state, const char* isa, std::int64_t buckets,
                                                      benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
 }
 
+// The memory read bandwidth a sweep's floor is taken against (docs/benchmarks.md): a plain sum
+// over 256 MiB per thread, far past the L3, on one thread and on two at once. Integer words
+// with eight accumulators, so the loop is bound by memory, not by an add's latency.
+void read_bandwidth(benchmark::State& state) {
+  const std::size_t n = (std::size_t{256} << 20) / sizeof(std::uint64_t);
+  std::vector<std::uint64_t> data(n, 1);
+  for (auto _ : state) {
+    std::uint64_t acc[8] = {};
+    for (std::size_t i = 0; i + 8 <= n; i += 8)
+      for (int j = 0; j < 8; ++j) acc[j] += data[i + static_cast<std::size_t>(j)];
+    benchmark::DoNotOptimize(acc);
+  }
+  state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations() * n * sizeof(std::uint64_t)));
+}
+
 }  // namespace
 
+BENCHMARK(read_bandwidth)->Threads(1)->Threads(2)->UseRealTime()->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(sweep_bench, cold_avx512, "avx512", 4096, 8)->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(sweep_bench, cold_avx2, "avx2", 4096, 8)->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(sweep_bench, cold_generic, "generic", 4096, 8)->Unit(benchmark::kMillisecond);

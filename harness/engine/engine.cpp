@@ -126,7 +126,6 @@ class PairEvaluator final : public PairSource {
     const auto td = Clock::now();
     const auto stacked = draw_replicates(family_, tc_.probe, fixed_cpu_, tc_.probe.seed, first, count);
     batch_w_ = to_inputs(stacked, device_, std::nullopt);
-    const auto in_w = merge(fixed_w_, batch_w_);
     batch_64_ = to_inputs(stacked, device_, torch::kFloat64);
     const auto in_64 = merge(fixed_64_, batch_64_);
     runtime_.draw_seconds += seconds_since(td);
@@ -135,14 +134,14 @@ class PairEvaluator final : public PairSource {
     PairOutputs out;
     {
       torch::NoGradGuard no_grad;
-      out.ref = evaluate(ref_, in_w, working_, tc_.reference.params);
-      out.prod = evaluate(prod_, in_w, working_, tc_.production.params);
+      out.ref = evaluate(ref_, fixed_w_, batch_w_, working_, tc_.reference.params);
+      out.prod = evaluate(prod_, fixed_w_, batch_w_, working_, tc_.production.params);
       if (family_.selects) {
         auto notes = std::make_shared<Precision::NearTieNotes>();
         out.oracle = ref_.fn(in_64, Precision::exact_noting_near_ties(tc_.probe.dtype, notes), tc_.reference.params);
         out.oracle_alt = flipped_oracle(in_64, out.oracle, *notes);
       } else {
-        out.oracle = evaluate(ref_, in_64, exact_, tc_.reference.params);
+        out.oracle = evaluate(ref_, fixed_64_, batch_64_, exact_, tc_.reference.params);
       }
     }
     runtime_.kernel_seconds += seconds_since(tk);
@@ -165,14 +164,15 @@ class PairEvaluator final : public PairSource {
   // rows on the CPU (row_blocks.hpp: the same bits, about half the kernel time on RMSNorm);
   // a plugin's or a Python file's variant is run whole (its rows are its own business, and a
   // Python call per block would cost more than the cache saves).
-  torch::Tensor evaluate(const kernels::Variant& v, const KernelInputs& in, const Precision& p,
-                         const kernels::ParamMap& params) {
-    if (family_.row_separable && v.in_row_blocks && v.schema.origin == "builtin" && device_.is_cpu()) {
-      const bool exact = p.is_exact();
-      auto blocked = engine::evaluate_in_row_blocks(v.fn, exact ? fixed_64_ : fixed_w_, exact ? batch_64_ : batch_w_, p, params);
+  // (A selecting family is never blocked: its kernels write near-tie notes, one set per call.)
+  torch::Tensor evaluate(const kernels::Variant& v, const KernelInputs& fixed, const KernelInputs& batch,
+                         const Precision& p, const kernels::ParamMap& params) {
+    if (family_.row_separable && !family_.selects && v.in_row_blocks && v.schema.origin == "builtin" &&
+        device_.is_cpu()) {
+      auto blocked = engine::evaluate_in_row_blocks(v.fn, fixed, batch, p, params);
       if (blocked.defined()) return blocked;
     }
-    return v.fn(in, p, params);
+    return v.fn(merge(fixed, batch), p, params);
   }
 
   // A selecting family's second oracle (the reference with near ties flipped). It differs
@@ -213,7 +213,9 @@ class PairEvaluator final : public PairSource {
     torch::Tensor prod64;
     {
       torch::NoGradGuard no_grad;
-      prod64 = prod_.fn(merge(fixed_64_, narrow_batch(batch_64_, 0, k)), exact_, tc_.production.params);
+      // As the oracle was evaluated (in row blocks where it was), so the algebra gate compares
+      // like with like.
+      prod64 = evaluate(prod_, fixed_64_, narrow_batch(batch_64_, 0, k), exact_, tc_.production.params);
     }
     runtime_.kernel_seconds += seconds_since(ta);
     check_output(prod64, "production variant '" + tc_.production.variant + "' under the fp64 policy", k, torch::kFloat64);

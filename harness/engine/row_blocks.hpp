@@ -5,8 +5,9 @@
 // intra-op threads. Here each thread takes whole blocks of rows and runs the kernel on them
 // alone (ATen runs operators inside a parallel region serially), so a block's intermediates
 // stay in that core's L2. The output is the same bits: each row is computed by the same ATen
-// calls on the same row (tests/engine/test_row_blocks.cpp, every built-in variant of every
-// row-separable family). docs/benchmarks.md, "Row-blocked evaluation", has the times.
+// calls on the same row, with blocks of at least two rows and widths that are multiples of 64
+// (row_blocks.cpp says why; tests/engine/test_row_blocks.cpp checks every built-in variant of
+// every row-separable family). docs/benchmarks.md, "Row-blocked evaluation", has the times.
 #include <cstdint>
 
 #include "harness/kernels/registry.hpp"
@@ -26,8 +27,9 @@ inline constexpr std::int64_t kRowBlockElements = std::int64_t{1} << 16;
 // (at least one), given to the kernel with the same rank as the batch ([n, 1, ..., last]).
 // The kernel's output must be one row per input row ([n, 1, ..., out_last]); it is stacked
 // back to [rows..., out_last]. Returns an undefined tensor where blocking does not apply (the
-// inputs' rows differ, one block would hold every row, or the kernel's first block is not
-// shaped row for row): the caller then evaluates the batch whole.
+// inputs' rows differ, a width is not a multiple of 64, one block would hold every row, or a
+// block's output is not shaped row for row): the caller then evaluates the batch whole. A
+// kernel's exception reaches the caller.
 torch::Tensor evaluate_in_row_blocks(const kernels::KernelFn& fn, const kernels::KernelInputs& fixed,
                                      const kernels::KernelInputs& batched, const numerics::Precision& p,
                                      const kernels::ParamMap& params, std::int64_t block_elements = kRowBlockElements);

@@ -17,7 +17,7 @@
 
 // Bumped whenever a type a plugin sees (Registry, Family, Variant, KernelInputs, Precision,
 // ProbeContract, ParamMap) changes layout or meaning.
-#define KCERT_PLUGIN_ABI_VERSION 5  // 5: Family::row_separable, 4: Precision's near-tie notes (issue 37); 3: Variant::backward, Family::gradients (issue 31)
+#define KCERT_PLUGIN_ABI_VERSION 5  // 5: Family::row_separable and Variant::in_row_blocks, 4: Precision's near-tie notes (issue 37); 3: Variant::backward, Family::gradients (issue 31)
 
 namespace kcert::kernels {
 

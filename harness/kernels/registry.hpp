@@ -55,10 +55,13 @@ struct Variant {
   // empty. A case naming such a variant still loads and validates; the run skips it with
   // this reason, and the result says SKIP, never PASS.
   std::string unavailable;
-  // In a row-separable family (Family::row_separable): false for a kernel that makes an
-  // operator call per column (a sequential accumulator), whose calls would be multiplied by the
-  // number of row blocks: it is evaluated whole (N4's kernel ran 9x slower in blocks).
-  bool in_row_blocks = true;
+  // In a row-separable family (Family::row_separable): the family vouches that this variant
+  // computes each output row from the same input row alone, so the engine may evaluate it block
+  // by block (engine/row_blocks.hpp). Opt-in, set by a family for its own built-in variants: a
+  // variant added otherwise (a test's, a plugin's) is evaluated whole. Left unset for a kernel
+  // that makes an operator call per column (a sequential accumulator), whose calls the blocks
+  // would multiply (N4's ran 9x slower in blocks).
+  bool in_row_blocks = false;
 };
 
 // The kernel version every variant shipped with kcert records.

@@ -1,5 +1,6 @@
 #include "tests/catch_torch.hpp"
 
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -91,23 +92,53 @@ TEST_CASE("row blocks are declined where they would not be row for row", "[engin
   torch::NoGradGuard no_grad;
   const auto p = Precision::working(kcert::stats::FloatFormat::fp32);
   KernelInputs batch;
-  batch.set("x", torch::randn({2, 8, 4}));
+  batch.set("x", torch::randn({2, 8, 64}));
   const kcert::kernels::KernelFn identity = [](const KernelInputs& in, const Precision&, const ParamMap&) {
     return in.at("x");
   };
   // One block would hold every row: nothing to gain.
-  CHECK_FALSE(kcert::engine::evaluate_in_row_blocks(identity, {}, batch, p, {}, 64).defined());
+  CHECK_FALSE(kcert::engine::evaluate_in_row_blocks(identity, {}, batch, p, {}, 16 * 64).defined());
   // Blocks of 4 rows: the identity comes back whole.
-  const auto y = kcert::engine::evaluate_in_row_blocks(identity, {}, batch, p, {}, 16);
+  const auto y = kcert::engine::evaluate_in_row_blocks(identity, {}, batch, p, {}, 4 * 64);
   REQUIRE(y.defined());
   CHECK(torch::equal(y, batch.at("x")));
+  // A block holds two rows at least, however wide a row: a one-row block's reductions have a
+  // single output, which ATen splits across threads.
+  const auto two = kcert::engine::evaluate_in_row_blocks(identity, {}, batch, p, {}, 1);
+  REQUIRE(two.defined());
+  CHECK(torch::equal(two, batch.at("x")));
   // Inputs whose rows differ cannot be blocked together.
   auto uneven = batch;
-  uneven.set("r", torch::randn({2, 7, 4}));
-  CHECK_FALSE(kcert::engine::evaluate_in_row_blocks(identity, {}, uneven, p, {}, 16).defined());
+  uneven.set("r", torch::randn({2, 7, 64}));
+  CHECK_FALSE(kcert::engine::evaluate_in_row_blocks(identity, {}, uneven, p, {}, 4 * 64).defined());
+  // A width that is not a multiple of 64 would put ATen's scalar tail of a vectorized loop
+  // at every block's end: evaluated whole.
+  KernelInputs narrow;
+  narrow.set("x", torch::randn({2, 8, 250}));
+  CHECK_FALSE(kcert::engine::evaluate_in_row_blocks(identity, {}, narrow, p, {}, 4 * 250).defined());
   // A kernel that reduces over rows (one output row per block) is not row-separable.
   const kcert::kernels::KernelFn row_sum = [](const KernelInputs& in, const Precision&, const ParamMap&) {
     return in.at("x").sum(0, true);
   };
-  CHECK_FALSE(kcert::engine::evaluate_in_row_blocks(row_sum, {}, batch, p, {}, 16).defined());
+  CHECK_FALSE(kcert::engine::evaluate_in_row_blocks(row_sum, {}, batch, p, {}, 4 * 64).defined());
+  // A kernel that throws in a block: the exception reaches the caller (the case's error).
+  const kcert::kernels::KernelFn throws = [](const KernelInputs&, const Precision&, const ParamMap&) -> torch::Tensor {
+    throw std::invalid_argument("a kernel's own error");
+  };
+  CHECK_THROWS_WITH(kcert::engine::evaluate_in_row_blocks(throws, {}, batch, p, {}, 4 * 64),
+                    Catch::Contains("a kernel's own error"));
+}
+
+TEST_CASE("only a family's own row-for-row variants are blocked", "[engine][row_blocks]") {
+  // Opt-in (Variant::in_row_blocks): the built-in variants of the row-separable families, but
+  // not N4's sequential accumulator, nor a variant a test or a plugin adds.
+  kcert::kernels::Registry r;
+  kcert::kernels::register_builtin_families(r);
+  CHECK(r.variant("rmsnorm", "llama").in_row_blocks);
+  CHECK(r.variant("activation", "silu_fp32").in_row_blocks);
+  CHECK_FALSE(r.variant("rmsnorm", "llama_bf16_sequential_sumsq").in_row_blocks);
+  auto added = r.variant("rmsnorm", "llama");
+  kcert::kernels::Variant fresh{added.schema, added.fn, {}, {}};
+  CHECK_FALSE(fresh.in_row_blocks);
+  CHECK_FALSE(r.family("router").row_separable);
 }

@@ -160,7 +160,10 @@ void register_activation_family(Registry& registry) {
   };
   f.gradients = {input_gradient({"dx", "x", {"channel", "row"}, "", "gradient of the pre-activation, per token and channel"},
                                  token_channel_buckets())};
-  for (auto& v : activation_variants()) f.variants.emplace(v.schema.name, std::move(v));
+  for (auto& v : activation_variants()) {
+    v.in_row_blocks = true;  // every forward here is row for row
+    f.variants.emplace(v.schema.name, std::move(v));
+  }
   registry.add_family(std::move(f));
 }
 

@@ -200,7 +200,10 @@ void register_layernorm_family(Registry& registry) {
                                                ": one element per channel, a sum over the replicate's tokens"},
                                           element_buckets(), "shape.tokens"));
   }
-  for (auto& v : layernorm_variants()) f.variants.emplace(v.schema.name, std::move(v));
+  for (auto& v : layernorm_variants()) {
+    v.in_row_blocks = true;  // every forward here is row for row
+    f.variants.emplace(v.schema.name, std::move(v));
+  }
   registry.add_family(std::move(f));
 }
 

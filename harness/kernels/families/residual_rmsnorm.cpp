@@ -166,7 +166,10 @@ void register_residual_rmsnorm_family(Registry& registry) {
   f.gradients.push_back(weight_gradient(
       {"dw", "w", {"element"}, "tokens", "gradient of the norm weight: one element per channel, a sum over the replicate's tokens"},
       element_buckets(), "shape.tokens"));
-  for (auto& v : residual_variants()) f.variants.emplace(v.schema.name, std::move(v));
+  for (auto& v : residual_variants()) {
+    v.in_row_blocks = true;  // every forward here is row for row
+    f.variants.emplace(v.schema.name, std::move(v));
+  }
   registry.add_family(std::move(f));
 }
 

@@ -28,6 +28,9 @@ torch::Tensor inverse_rms(const torch::Tensor& u, double eps) {
   return torch::rsqrt(u.pow(2).mean(-1, /*keepdim=*/true) + eps);
 }
 
+// N4's production: its sum of squares adds one hidden unit at a time (evaluated whole, not in row blocks).
+constexpr const char* kSequentialSumsq = "llama_bf16_sequential_sumsq";
+
 Variant variant(std::string name, std::string description, KernelFn fn) {
   return builtin_variant(std::move(name), std::move(description), kEpsParam, std::move(fn));
 }
@@ -246,7 +249,7 @@ std::vector<Variant> rmsnorm_variants() {
         return p.round_w(u * inverse_rms(u, prm.number("eps")) * p.up(gain));
       }));
   v.push_back(variant(
-      "llama_bf16_sequential_sumsq",
+      kSequentialSumsq,
       "as llama, but the sum of squares runs through a sequential W accumulator (every add "
       "rounds to W), the low-precision reduction of pytorch#66707 / minimind#301 (N4)",
       [](const KernelInputs& in, const Precision& p, const ParamMap& prm) {
@@ -262,7 +265,6 @@ std::vector<Variant> rmsnorm_variants() {
         const auto h = p.round_w(u * torch::rsqrt(p.up(ms) + prm.number("eps")).unsqueeze(-1));
         return p.round_w(p.up(in.at("w")) * p.up(h));
       }));
-  v.back().in_row_blocks = false;  // one operator call per hidden unit
   v.push_back(variant(
       "llama_eps_outside_root",
       "as llama, but 1 / (sqrt(ms) + eps): eps outside the square root (N6; TE#364, tilelang#1243)",
@@ -352,7 +354,10 @@ void register_rmsnorm_family(Registry& registry) {
                      token_channel_buckets()),
       weight_gradient({"dw", "w", {"element"}, "tokens", "gradient of the weight: one element per channel, a sum over the replicate's tokens"},
                       element_buckets(), "shape.tokens")};
-  for (auto& v : rmsnorm_variants()) f.variants.emplace(v.schema.name, std::move(v));
+  for (auto& v : rmsnorm_variants()) {
+    v.in_row_blocks = v.schema.name != kSequentialSumsq;  // that one: an operator call per hidden unit
+    f.variants.emplace(v.schema.name, std::move(v));
+  }
   registry.add_family(std::move(f));
 }
 
