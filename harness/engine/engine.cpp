@@ -161,7 +161,8 @@ class PairEvaluator final : public PairSource {
   }
 
   // One variant on a batch. A row-separable family's built-in variants run block by block of
-  // rows on the CPU (row_blocks.hpp: the same bits, about half the kernel time on RMSNorm);
+  // rows on the CPU (row_blocks.hpp: a one-thread whole evaluation's bits, 0.4-0.7 of its
+  // kernel time on the norms);
   // a plugin's or a Python file's variant is run whole (its rows are its own business, and a
   // Python call per block would cost more than the cache saves).
   // (A selecting family is never blocked: its kernels write near-tie notes, one set per call.)
@@ -213,8 +214,9 @@ class PairEvaluator final : public PairSource {
     torch::Tensor prod64;
     {
       torch::NoGradGuard no_grad;
-      // As the oracle was evaluated (in row blocks where it was), so the algebra gate compares
-      // like with like.
+      // Through evaluate() as the oracle: in row blocks where its k replicates make more than one
+      // block. Where they fit in one it runs whole, which gives a blocked oracle's bits because
+      // a row's result does not depend on the rows around it (row_blocks.hpp).
       prod64 = evaluate(prod_, fixed_64_, narrow_batch(batch_64_, 0, k), exact_, tc_.production.params);
     }
     runtime_.kernel_seconds += seconds_since(ta);

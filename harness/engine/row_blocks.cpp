@@ -37,8 +37,9 @@ torch::Tensor evaluate_in_row_blocks(const kernels::KernelFn& fn, const kernels:
     widest = std::max(widest, t.size(-1));
   }
   const auto rows = c10::multiply_integers(row_dims);
-  // At least two rows: a one-row block's reductions have one output, and ATen then splits the
-  // row itself across threads (another order of the sum than the whole batch's).
+  // Two rows at least, so that a block's reductions never have a single output, which ATen
+  // splits across threads outside a parallel region; inside one (where every block runs) they
+  // are serial anyway, so the last block may hold one row.
   const auto block = std::max<std::int64_t>(2, block_elements / widest);
   if (block >= rows) return {};
   // Each input as [rows, 1, ..., last] (a view of the batch), so a block is a narrow of it.

@@ -4,10 +4,14 @@
 // over a whole batch those stream through memory, and every operator forks and joins the
 // intra-op threads. Here each thread takes whole blocks of rows and runs the kernel on them
 // alone (ATen runs operators inside a parallel region serially), so a block's intermediates
-// stay in that core's L2. The output is the same bits: each row is computed by the same ATen
-// calls on the same row, with blocks of at least two rows and widths that are multiples of 64
-// (row_blocks.cpp says why; tests/engine/test_row_blocks.cpp checks every built-in variant of
-// every row-separable family). docs/benchmarks.md, "Row-blocked evaluation", has the times.
+// stay in that core's L2. The output is the bits of the whole batch evaluated on one thread:
+// each row is computed by the same ATen calls on the same row, at widths that are multiples of
+// 64 (row_blocks.cpp says why), and it does not depend on the thread count. A whole batch on
+// several threads gives those bits too wherever ATen's per-thread chunks end on a multiple of
+// 64 elements (on two threads the controls' documents came out identical); where they do not,
+// its exp, tanh or erf can differ in the last bit at a chunk's end, with the thread count
+// (tests/engine/test_row_blocks.cpp checks every built-in variant of every row-separable
+// family). docs/benchmarks.md, "Row-blocked evaluation", has the times.
 #include <cstdint>
 
 #include "harness/kernels/registry.hpp"
@@ -24,7 +28,8 @@ inline constexpr std::int64_t kRowBlockElements = std::int64_t{1} << 16;
 
 // `fn` on `fixed` plus `batched`, block by block of rows: every tensor of `batched` is
 // [rows..., last] with the same leading (row) dimensions, and each block holds whole rows
-// (at least one), given to the kernel with the same rank as the batch ([n, 1, ..., last]).
+// (two at least, but the last), given to the kernel with the same rank as the batch
+// ([n, 1, ..., last]).
 // The kernel's output must be one row per input row ([n, 1, ..., out_last]); it is stacked
 // back to [rows..., out_last]. Returns an undefined tensor where blocking does not apply (the
 // inputs' rows differ, a width is not a multiple of 64, one block would hold every row, or a

@@ -229,7 +229,7 @@ double gpd_survival(double y, double xi, double sigma) {
   if (!(sigma > 0.0)) throw std::invalid_argument("gpd_survival: sigma must be positive, got " + format_number(sigma));
   if (y < 0) return 1.0;
   if (xi == 0.0) return std::exp(-y / sigma);
-  const double z = xi * y / sigma;
+  const double z = xi * (y / sigma);  // y/σ first, as SciPy scales: xi·y alone can underflow
   if (z <= -1.0) return 0.0;  // at or past a bounded tail's endpoint σ/|ξ|
   return std::exp(-std::log1p(z) / xi);
 }
@@ -237,6 +237,7 @@ double gpd_survival(double y, double xi, double sigma) {
 double gpd_quantile(double p, double xi, double sigma) {
   if (!(sigma > 0.0)) throw std::invalid_argument("gpd_quantile: sigma must be positive, got " + format_number(sigma));
   if (!(p >= 0.0 && p < 1.0)) throw std::invalid_argument("gpd_quantile: p must lie in [0, 1), got " + format_number(p));
+  if (p == 0.0) return 0.0;  // +0, as SciPy (not -0 from p = -0)
   const double log_tail = std::log1p(-p);  // ln(1 - p)
   if (xi == 0.0) return -sigma * log_tail;
   return sigma * std::expm1(-xi * log_tail) / xi;
