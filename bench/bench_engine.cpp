@@ -54,34 +54,21 @@ Bare bare_evaluation(const kcert::contract::TestCase& tc, const kcert::kernels::
     // The same parallel draw as the engine's: the bare work done the best way it can be.
     const auto drawn = kcert::engine::draw_replicates(family, tc.probe, fixed, tc.probe.seed,
                                                       static_cast<std::uint64_t>(done), b);
-    auto in_w = fixed;
-    auto in_64 = fixed64;
-    for (const auto& [n, stacked] : drawn.tensors()) {
-      in_64.set(n, stacked.to(torch::kFloat64));
-      in_w.set(n, stacked);
-    }
+    kcert::kernels::KernelInputs batch_64;
+    for (const auto& [n, stacked] : drawn.tensors()) batch_64.set(n, stacked.to(torch::kFloat64));
     out.draw += std::chrono::duration<double>(Clock::now() - td).count();
-    // A row-separable family's kernels in row blocks, as the engine runs them (the bare work
-    // done the best way it can be; engine/row_blocks.hpp).
-    const auto run = [&](const kcert::kernels::Variant& v, const kcert::kernels::KernelInputs& in,
-                         const kcert::kernels::KernelInputs& fixed_part, const kcert::numerics::Precision& policy,
+    // Each variant as the engine evaluates it (row blocks where it does; engine/row_blocks.hpp).
+    const auto run = [&](const kcert::kernels::Variant& v, const kcert::kernels::KernelInputs& fixed_part,
+                         const kcert::kernels::KernelInputs& batch_part, const kcert::numerics::Precision& policy,
                          const kcert::kernels::ParamMap& params) {
-      if (family.row_separable && v.in_row_blocks && v.schema.origin == "builtin") {
-        kcert::kernels::KernelInputs batch_part;
-        for (const auto& [n, stacked] : drawn.tensors()) batch_part.set(n, in.at(n));
-        auto y = kcert::engine::evaluate_in_row_blocks(v.fn, fixed_part, batch_part, policy, params);
-        if (y.defined()) return y;
-      }
-      return v.fn(in, policy, params);
+      return kcert::engine::evaluate_variant(family, v, fixed_part, batch_part, policy, params, torch::kCPU);
     };
-    auto a = run(ref, in_w, fixed, working, tc.reference.params);
-    auto p = run(prod, in_w, fixed, working, tc.production.params);
-    auto o = run(ref, in_64, fixed64, exact, tc.reference.params);
+    auto a = run(ref, fixed, drawn, working, tc.reference.params);
+    auto p = run(prod, fixed, drawn, working, tc.production.params);
+    auto o = run(ref, fixed64, batch_64, exact, tc.reference.params);
     if (done < tc.gates.algebra_replicates) {
-      kcert::kernels::KernelInputs alg = fixed64;
       const auto k = std::min<std::int64_t>(b, tc.gates.algebra_replicates - done);
-      for (const auto& [n, stacked] : drawn.tensors()) alg.set(n, in_64.at(n).narrow(0, 0, k));
-      auto q = prod.fn(alg, exact, tc.production.params);
+      auto q = run(prod, fixed64, kcert::engine::narrow_batch(batch_64, 0, k), exact, tc.production.params);
     }
   }
   out.seconds = std::chrono::duration<double>(Clock::now() - t0).count();

@@ -160,20 +160,11 @@ class PairEvaluator final : public PairSource {
     return out;
   }
 
-  // One variant on a batch. A row-separable family's built-in variants run block by block of
-  // rows on the CPU (row_blocks.hpp: a one-thread whole evaluation's bits, 0.4-0.7 of its
-  // kernel time on the norms);
-  // a plugin's or a Python file's variant is run whole (its rows are its own business, and a
-  // Python call per block would cost more than the cache saves).
-  // (A selecting family is never blocked: its kernels write near-tie notes, one set per call.)
+  // One variant on a batch, in row blocks where it can be (row_blocks.hpp: a one-thread whole
+  // evaluation's bits, 0.4-0.7 of its kernel time on the norms).
   torch::Tensor evaluate(const kernels::Variant& v, const KernelInputs& fixed, const KernelInputs& batch,
                          const Precision& p, const kernels::ParamMap& params) {
-    if (family_.row_separable && !family_.selects && v.in_row_blocks && v.schema.origin == "builtin" &&
-        device_.is_cpu()) {
-      auto blocked = engine::evaluate_in_row_blocks(v.fn, fixed, batch, p, params);
-      if (blocked.defined()) return blocked;
-    }
-    return v.fn(merge(fixed, batch), p, params);
+    return engine::evaluate_variant(family_, v, fixed, batch, p, params, device_);
   }
 
   // A selecting family's second oracle (the reference with near ties flipped). It differs

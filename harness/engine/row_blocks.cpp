@@ -88,4 +88,14 @@ torch::Tensor evaluate_in_row_blocks(const kernels::KernelFn& fn, const kernels:
   return out.view(shape);
 }
 
+torch::Tensor evaluate_variant(const kernels::Family& family, const kernels::Variant& v, const kernels::KernelInputs& fixed,
+                               const kernels::KernelInputs& batch, const numerics::Precision& p,
+                               const kernels::ParamMap& params, torch::Device device) {
+  if (family.row_separable && !family.selects && v.in_row_blocks && v.schema.origin == "builtin" && device.is_cpu()) {
+    auto blocked = evaluate_in_row_blocks(v.fn, fixed, batch, p, params);
+    if (blocked.defined()) return blocked;
+  }
+  return v.fn(merge(fixed, batch), p, params);
+}
+
 }  // namespace kcert::engine

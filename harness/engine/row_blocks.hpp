@@ -39,4 +39,13 @@ torch::Tensor evaluate_in_row_blocks(const kernels::KernelFn& fn, const kernels:
                                      const kernels::KernelInputs& batched, const numerics::Precision& p,
                                      const kernels::ParamMap& params, std::int64_t block_elements = kRowBlockElements);
 
+// One variant of `family` on `fixed` plus `batch`, the way the engine evaluates it: in row
+// blocks where the family is row-separable (and does not select: its kernels' near-tie notes
+// are one set per call), the variant is one of the family's own opted-in built-in variants
+// (a plugin's or a Python file's rows are its own business, and a Python call per block would
+// cost more than the cache saves), the device is the CPU and the batch allows; else whole.
+torch::Tensor evaluate_variant(const kernels::Family& family, const kernels::Variant& v, const kernels::KernelInputs& fixed,
+                               const kernels::KernelInputs& batch, const numerics::Precision& p,
+                               const kernels::ParamMap& params, torch::Device device);
+
 }  // namespace kcert::engine

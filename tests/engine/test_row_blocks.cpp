@@ -9,6 +9,7 @@
 #include "harness/engine/draw.hpp"
 #include "harness/engine/row_blocks.hpp"
 #include "harness/kernels/registry.hpp"
+#include "tests/kernels/builtin_registry.hpp"
 
 using kcert::kernels::KernelInputs;
 using kcert::kernels::ParamMap;
@@ -16,14 +17,7 @@ using kcert::numerics::Precision;
 
 namespace {
 
-const kcert::kernels::Registry& registry() {
-  static const auto r = [] {
-    kcert::kernels::Registry reg;
-    kcert::kernels::register_builtin_families(reg);
-    return reg;
-  }();
-  return r;
-}
+const kcert::kernels::Registry& registry() { return kcert::test::builtin_registry(); }
 
 kcert::kernels::ProbeContract probe_of(const kcert::kernels::Family& f, kcert::stats::FloatFormat dtype) {
   kcert::kernels::ProbeContract p;
@@ -37,14 +31,6 @@ kcert::kernels::ProbeContract probe_of(const kcert::kernels::Family& f, kcert::s
   // that no block size below divides.
   if (p.params.has("shape.tokens")) p.params.set("shape.tokens", std::int64_t{401});
   return p;
-}
-
-ParamMap defaults_of(const kcert::kernels::Variant& v) {
-  ParamMap params;
-  for (const auto& spec : v.schema.params) {
-    if (spec.default_value) params.set(spec.name, *spec.default_value);
-  }
-  return params;
 }
 
 }  // namespace
@@ -66,7 +52,7 @@ TEST_CASE("a row-separable family's variants give the same bits block by block a
       const auto batch = kcert::engine::draw_replicates(f, probe, fixed_cpu, 12, 0, 3);
       for (const auto& [variant_name, v] : f.variants) {
         if (!v.unavailable.empty()) continue;
-        const auto params = defaults_of(v);
+        const auto params = kcert::test::default_params(v);
         for (const auto& policy : {Precision::working(dtype), Precision::exact()}) {
           const std::optional<torch::Dtype> as =
               policy.is_exact() ? std::optional<torch::Dtype>(torch::kFloat64) : std::nullopt;
@@ -152,8 +138,7 @@ TEST_CASE("row blocks are declined where they would not be row for row", "[engin
 TEST_CASE("only a family's own row-for-row variants are blocked", "[engine][row_blocks]") {
   // Opt-in (Variant::in_row_blocks): the built-in variants of the row-separable families, but
   // not N4's sequential accumulator, nor a variant a test or a plugin adds.
-  kcert::kernels::Registry r;
-  kcert::kernels::register_builtin_families(r);
+  const auto& r = registry();
   CHECK(r.variant("rmsnorm", "llama").in_row_blocks);
   CHECK(r.variant("activation", "silu_fp32").in_row_blocks);
   CHECK_FALSE(r.variant("rmsnorm", "llama_bf16_sequential_sumsq").in_row_blocks);

@@ -14,6 +14,7 @@
 #include "harness/numerics/runtime.hpp"
 #include "harness/store/json.hpp"
 #include "harness/testcase/loader.hpp"
+#include "tests/kernels/builtin_registry.hpp"
 
 namespace F = torch::nn::functional;
 using kcert::kernels::KernelInputs;
@@ -22,14 +23,7 @@ using kcert::numerics::Precision;
 
 namespace {
 
-const kcert::kernels::Registry& registry() {
-  static const auto r = [] {
-    kcert::kernels::Registry reg;
-    kcert::kernels::register_builtin_families(reg);
-    return reg;
-  }();
-  return r;
-}
+const kcert::kernels::Registry& registry() { return kcert::test::builtin_registry(); }
 
 kcert::kernels::ProbeContract probe(const std::string& family, std::map<std::string, kcert::kernels::ParamValue> set) {
   kcert::kernels::ProbeContract p;

@@ -8,6 +8,7 @@
 #include "harness/kernels/registry.hpp"
 #include "harness/kernels/vjp.hpp"
 #include "harness/numerics/precision.hpp"
+#include "tests/kernels/builtin_registry.hpp"
 #include "harness/stats/random.hpp"
 
 using kcert::kernels::KernelInputs;
@@ -16,21 +17,8 @@ using kcert::numerics::Precision;
 
 namespace {
 
-const kcert::kernels::Registry& registry() {
-  static const auto r = [] {
-    kcert::kernels::Registry reg;
-    kcert::kernels::register_builtin_families(reg);
-    return reg;
-  }();
-  return r;
-}
-
-ParamMap defaults(const kcert::kernels::Variant& v) {
-  ParamMap params;
-  for (const auto& spec : v.schema.params)
-    if (spec.default_value) params.set(spec.name, *spec.default_value);
-  return params;
-}
+const kcert::kernels::Registry& registry() { return kcert::test::builtin_registry(); }
+ParamMap defaults(const kcert::kernels::Variant& v) { return kcert::test::default_params(v); }
 
 // x [1, tokens, hidden] and w [hidden], W-representable (drawn in bf16), held in `dtype`.
 KernelInputs rmsnorm_inputs(torch::Dtype dtype) {
