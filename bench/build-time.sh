@@ -13,6 +13,8 @@
 # warm: another fresh build folder with that ccache: what rebuilding unchanged sources costs
 #       on the same machine (ccache hits; linking, the precompiled headers' checks and the
 #       man pages still run).
+# one-file: in that folder, one source touched (a family file, then the engine): what an edit of
+#       one translation unit costs, its compilation and the links that follow.
 # Prints one line per build: seconds, build steps, ccache hits. Needs a quiet machine.
 set -euo pipefail
 SRC=$(cd "${1:-$(dirname "${BASH_SOURCE[0]}")/..}" && pwd)
@@ -39,3 +41,16 @@ build_once() {
 build_once cold "$@"
 rm -rf "$work/build"
 build_once warm "$@"
+# ccache would answer a touched file from its cache; an edit is a miss.
+one_file() {
+  local file=$1 t0 t1 steps
+  touch "$SRC/$file"
+  t0=$(date +%s.%N)
+  CCACHE_DISABLE=1 cmake --build "$work/build" --parallel "$(nproc)" >"$work/one-file.build.log" 2>&1 ||
+    { tail -20 "$work/one-file.build.log"; exit 1; }
+  t1=$(date +%s.%N)
+  steps=$(grep -c '^\[' "$work/one-file.build.log" || true)
+  printf '%-5s %7.1f s  %4d steps  touched %s\n' "edit" "$(awk -v a="$t0" -v b="$t1" 'BEGIN { print b - a }')" "$steps" "$file"
+}
+one_file harness/kernels/families/rmsnorm.cpp
+one_file harness/engine/engine.cpp
