@@ -153,10 +153,9 @@ std::vector<engine::CaseResult> run_and_store(const NightlyOptions& o, const std
     storage.store(r);
     if (!o.quiet) std::cerr << "kcert: " << text::terminal_safe(r.testcase.id) << ": ERROR (" << text::terminal_safe(r.error) << ")\n";
   }
-  auto results = run_cases(cases, registry, options, policy, o.quiet,
-                           [&](const std::vector<engine::CaseResult>& done) { storage.store(done.back()); });
+  // Storage sees each result as it comes and finishes the run record at the end.
+  auto results = run_cases(cases, registry, options, policy, o.quiet, {&storage});
   results.insert(results.begin(), load_errors.begin(), load_errors.end());
-  storage.finish("finished");
   return results;
 }
 

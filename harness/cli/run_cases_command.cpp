@@ -63,12 +63,17 @@ struct RunOptionsCli {
   std::string run_id;
 };
 
-// Progress on stderr: a rewritten line on a terminal, a line every 10 s otherwise.
-class ProgressPrinter {
+// Progress on stderr, a sink (runner/sink.hpp): a rewritten line on a terminal, a line every
+// 10 s otherwise, and a line per finished case.
+class ProgressPrinter : public runner::ResultSink {
  public:
-  ProgressPrinter(std::size_t total, bool quiet) : total_(total), quiet_(quiet), tty_(::isatty(STDERR_FILENO) != 0) {}
-  void start(std::size_t index) { index_ = index; last_ = -1e9; }
-  void update(const engine::Progress& p) {
+  explicit ProgressPrinter(bool quiet) : quiet_(quiet), tty_(::isatty(STDERR_FILENO) != 0) {}
+  void case_started(std::size_t index, std::size_t total) override {
+    index_ = index;
+    total_ = total;
+    last_ = -1e9;
+  }
+  void progress(const engine::Progress& p) override {
     if (quiet_) return;
     if (!tty_ && p.seconds - last_ < 10.0) return;
     last_ = p.seconds;
@@ -77,8 +82,9 @@ class ProgressPrinter {
     if (tty_) std::cerr << "\r\033[K" << line << std::flush;
     else std::cerr << line << "\n";
   }
-  void finish(const engine::CaseResult& r) {
+  void case_finished(const std::vector<engine::CaseResult>& done) override {
     if (quiet_) return;
+    const auto& r = done.back();
     if (tty_) std::cerr << "\r\033[K";
     if (!r.skipped.empty()) {
       std::cerr << fmt::format("[{}/{}] {}: SKIP ({})\n", index_ + 1, total_, text::terminal_safe(r.testcase.id), text::terminal_safe(r.skipped));
@@ -90,10 +96,10 @@ class ProgressPrinter {
   }
 
  private:
-  std::size_t total_;
   bool quiet_;
   bool tty_;
   std::size_t index_ = 0;
+  std::size_t total_ = 0;
   double last_ = -1e9;
 };
 
@@ -101,16 +107,11 @@ class ProgressPrinter {
 
 std::vector<engine::CaseResult> run_cases(const std::vector<contract::TestCase>& cases, const kernels::Registry& registry,
                                           engine::RunOptions options, const runner::SuitePolicy& policy, bool quiet,
-                                          const std::function<void(const std::vector<engine::CaseResult>&)>& after_each) {
-  ProgressPrinter progress(cases.size(), quiet);
-  runner::RunCallbacks callbacks;
-  callbacks.case_started = [&progress](std::size_t index, std::size_t) { progress.start(index); };
-  callbacks.progress = [&progress](const engine::Progress& p) { progress.update(p); };
-  callbacks.case_finished = [&](const std::vector<engine::CaseResult>& done) {
-    progress.finish(done.back());
-    if (after_each) after_each(done);
-  };
-  return runner::run_cases(cases, registry, std::move(options), policy, callbacks);
+                                          const runner::Sinks& sinks) {
+  ProgressPrinter progress(quiet);
+  runner::Sinks all{&progress};
+  all.insert(all.end(), sinks.begin(), sinks.end());
+  return runner::run_cases(cases, registry, std::move(options), policy, all);
 }
 
 namespace {
@@ -183,17 +184,13 @@ void run_command(const RunOptionsCli& o, kernels::Registry& registry, const runn
   options.device = o.device;
   options.batch = o.batch;
   runner::RunStorage storage(storage_options(o));
-  const auto results = run_cases(cases, registry, options, policy, o.quiet, [&](const std::vector<engine::CaseResult>& done) {
-    storage.store(done.back());
-    // Keep what is done on disk after every case: an interrupted run loses nothing.
-    if (!o.json_path.empty()) store::write_json_file(o.json_path, store::results_document(done, KCERT_VERSION));
-  });
-  if (!o.junit_path.empty()) {
-    std::vector<nlohmann::json> docs;
-    for (const auto& r : results) docs.push_back(store::to_json(r));
-    report::write_junit(o.junit_path, docs, "kcert run");
-  }
-  storage.finish("finished");
+  runner::Sinks sinks{&storage};
+  // The JSON file is rewritten after every case: an interrupted run loses nothing.
+  runner::JsonFileSink json(o.json_path, [](const auto& done) { return store::results_document(done, KCERT_VERSION); });
+  if (!o.json_path.empty()) sinks.push_back(&json);
+  report::JunitSink junit(o.junit_path, "kcert run");
+  if (!o.junit_path.empty()) sinks.push_back(&junit);
+  const auto results = run_cases(cases, registry, options, policy, o.quiet, sinks);
   print_run(results, o.brief);
   exit_for(results, o.expect);
 }

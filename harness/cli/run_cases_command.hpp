@@ -25,10 +25,9 @@ std::vector<contract::TestCase> load_cases(const std::vector<std::string>& paths
                                            std::vector<runner::LoadFailure>* failures = nullptr);
 
 // runner::run_cases with progress on stderr (a rewritten line on a terminal, a line every
-// 10 s otherwise; none when quiet); `after_each` sees every result as soon as it exists (to
-// spool or write it).
+// 10 s otherwise; none when quiet) as its first sink, then `sinks` (storage, files) in order.
 std::vector<engine::CaseResult> run_cases(const std::vector<contract::TestCase>& cases, const kernels::Registry& registry,
                                           engine::RunOptions options, const runner::SuitePolicy& policy, bool quiet,
-                                          const std::function<void(const std::vector<engine::CaseResult>&)>& after_each);
+                                          const runner::Sinks& sinks);
 
 }  // namespace kcert::cli

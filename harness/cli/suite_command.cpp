@@ -60,18 +60,17 @@ void register_suite_command(CLI::App& app, kernels::Registry& registry, const ru
     engine::RunOptions options;
     if (o->replicates > 0) options.replicates = o->replicates;
     options.device = o->device;
-    const auto write = [&](const std::vector<engine::CaseResult>& done) {
-      if (o->json_path.empty()) return;
+    // The JSON file (results and the table) is rewritten after every case, JUnit at the end.
+    runner::JsonFileSink json(o->json_path, [](const std::vector<engine::CaseResult>& done) {
       auto doc = store::results_document(done, KCERT_VERSION);
       doc["falsifiability"] = eval::to_json(eval::tabulate(done));
-      store::write_json_file(o->json_path, doc);
-    };
-    const auto results = run_cases(cases, registry, options, policy, o->quiet, write);
-    if (!o->junit_path.empty()) {
-      std::vector<nlohmann::json> docs;
-      for (const auto& r : results) docs.push_back(store::to_json(r));
-      report::write_junit(o->junit_path, docs, "kcert suite" + (o->profile.empty() ? std::string() : " (" + o->profile + ")"));
-    }
+      return doc;
+    });
+    report::JunitSink junit(o->junit_path, "kcert suite" + (o->profile.empty() ? std::string() : " (" + o->profile + ")"));
+    runner::Sinks sinks;
+    if (!o->json_path.empty()) sinks.push_back(&json);
+    if (!o->junit_path.empty()) sinks.push_back(&junit);
+    const auto results = run_cases(cases, registry, options, policy, o->quiet, sinks);
     const auto table = eval::tabulate(results);
     std::vector<eval::ControlOutcome> outcomes;
     for (const auto& r : results) outcomes.push_back(eval::outcome(r));

@@ -77,4 +77,11 @@ void write_junit(const std::string& path, const std::vector<nlohmann::json>& doc
   store::write_text_file(path, junit_xml(documents, suite, ts));
 }
 
+void JunitSink::run_finished(const std::vector<engine::CaseResult>& results) {
+  std::vector<nlohmann::json> docs;
+  docs.reserve(results.size());
+  for (const auto& r : results) docs.push_back(store::to_json(r));
+  write_junit(path_, docs, suite_);
+}
+
 }  // namespace kcert::report

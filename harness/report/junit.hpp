@@ -8,7 +8,9 @@
 #include <string>
 #include <vector>
 
+#include "harness/engine/case_result.hpp"
 #include "harness/report/control_view.hpp"
+#include "harness/runner/sink.hpp"
 
 namespace kcert::report {
 
@@ -20,5 +22,17 @@ std::string junit_xml(const std::vector<nlohmann::json>& documents, const std::s
 
 // Writes it (checked, store::write_text_file).
 void write_junit(const std::string& path, const std::vector<nlohmann::json>& documents, const std::string& suite);
+
+// A sink (runner/sink.hpp) that writes the run's JUnit file when it ends: `--junit` on run
+// and suite.
+class JunitSink : public runner::ResultSink {
+ public:
+  JunitSink(std::string path, std::string suite) : path_(std::move(path)), suite_(std::move(suite)) {}
+  void run_finished(const std::vector<engine::CaseResult>& results) override;
+
+ private:
+  std::string path_;
+  std::string suite_;
+};
 
 }  // namespace kcert::report

@@ -10,6 +10,7 @@
 #include <string>
 
 #include "harness/engine/case_result.hpp"
+#include "harness/runner/sink.hpp"
 #include "harness/runner/suite.hpp"
 #include "harness/store/postgres.hpp"
 #include "harness/store/spool.hpp"
@@ -38,14 +39,18 @@ struct StorageOptions {
   Note note;
 };
 
-class RunStorage {
+// A sink (sink.hpp): the run record when made, each result as it comes, the finish record
+// ("finished") when the run ends; a run ended by an exception writes no finish record.
+class RunStorage : public ResultSink {
  public:
   explicit RunStorage(const StorageOptions& o);
-  ~RunStorage();
+  ~RunStorage() override;
   RunStorage(const RunStorage&) = delete;
   RunStorage& operator=(const RunStorage&) = delete;
   void store(const engine::CaseResult& result);
   void finish(const std::string& status);
+  void case_finished(const std::vector<engine::CaseResult>& done) override { store(done.back()); }
+  void run_finished(const std::vector<engine::CaseResult>&) override { finish("finished"); }
 
   bool active() const { return spool_ != nullptr; }
   bool database_ok() const { return db_ != nullptr; }

@@ -226,15 +226,19 @@ engine::CaseResult load_failure_result(const LoadFailure& failure) {
 }
 
 std::vector<engine::CaseResult> run_cases(const std::vector<contract::TestCase>& cases, const kernels::Registry& registry,
-                                          engine::RunOptions options, const SuitePolicy& policy,
-                                          const RunCallbacks& callbacks) {
-  if (callbacks.progress) options.progress = callbacks.progress;
+                                          engine::RunOptions options, const SuitePolicy& policy, const Sinks& sinks) {
+  if (!sinks.empty()) {
+    options.progress = [&sinks](const engine::Progress& p) {
+      for (auto* sink : sinks) sink->progress(p);
+    };
+  }
+  for (auto* sink : sinks) sink->run_started(cases);
   std::vector<engine::CaseResult> results;
   const auto finished = [&] {
-    if (callbacks.case_finished) callbacks.case_finished(results);
+    for (auto* sink : sinks) sink->case_finished(results);
   };
   for (std::size_t i = 0; i < cases.size(); ++i) {
-    if (callbacks.case_started) callbacks.case_started(i, cases.size());
+    for (auto* sink : sinks) sink->case_started(i, cases.size());
     auto why = python_skip_reason(cases[i], registry, policy.python);
     if (why.empty()) why = unavailable_reason(cases[i], registry);
     if (!why.empty()) {
@@ -285,6 +289,7 @@ std::vector<engine::CaseResult> run_cases(const std::vector<contract::TestCase>&
     }
     finished();
   }
+  for (auto* sink : sinks) sink->run_finished(results);
   return results;
 }
 

@@ -13,6 +13,7 @@
 #include "harness/kernels/registry.hpp"
 #include "harness/runner/python_route.hpp"
 #include "harness/runner/resources.hpp"
+#include "harness/runner/sink.hpp"
 
 namespace kcert::runner {
 
@@ -84,19 +85,12 @@ bool any_filter_matches(const std::vector<std::string>& filters, const std::stri
 // The ERROR result a file that failed to load stands for: its id is the file's path.
 engine::CaseResult load_failure_result(const LoadFailure& failure);
 
-// What a run reports while it goes; every member may be empty.
-struct RunCallbacks {
-  std::function<void(std::size_t index, std::size_t total)> case_started;
-  std::function<void(const engine::Progress&)> progress;
-  // After each case, with every result so far (the newest last): to spool or write them.
-  std::function<void(const std::vector<engine::CaseResult>&)> case_finished;
-};
-
 // Runs cases in order. A case whose kernels this build lacks is a SKIP; one the harness
 // cannot finish is an ERROR result; a plugin's kernels (or every case, as the policy says)
-// run in a child process. Throws UsageError only for --device cuda on a build without it.
+// run in a child process. Each sink sees the run start, each case start, progress and result,
+// and the run's end (sink.hpp), in the order listed. Throws UsageError only for --device cuda
+// on a build without it.
 std::vector<engine::CaseResult> run_cases(const std::vector<contract::TestCase>& cases, const kernels::Registry& registry,
-                                          engine::RunOptions options, const SuitePolicy& policy,
-                                          const RunCallbacks& callbacks);
+                                          engine::RunOptions options, const SuitePolicy& policy, const Sinks& sinks);
 
 }  // namespace kcert::runner

@@ -83,25 +83,50 @@ TEST_CASE("the memory limit is the policy's, named in the refusal", "[runner]") 
   CHECK_THROWS_AS(kcert::runner::load_cases({kN2}, registry, "no-such-profile", roomy, nullptr), kcert::runner::UsageError);
 }
 
-TEST_CASE("a case gives the same document in process, in a forked child and in a spawned worker, and callbacks see each case", "[runner]") {
+namespace {
+// Writes down each event a sink sees, tagged with the sink's name.
+class RecordingSink : public kcert::runner::ResultSink {
+ public:
+  RecordingSink(std::string name, std::vector<std::string>& events) : name_(std::move(name)), events_(events) {}
+  void run_started(const std::vector<kcert::contract::TestCase>& cases) override {
+    events_.push_back(name_ + " start " + std::to_string(cases.size()));
+  }
+  void case_started(std::size_t index, std::size_t total) override {
+    events_.push_back(name_ + " case " + std::to_string(index) + "/" + std::to_string(total));
+  }
+  void progress(const kcert::engine::Progress& p) override { ++progress_calls; }
+  void case_finished(const std::vector<kcert::engine::CaseResult>& done) override {
+    events_.push_back(name_ + " result " + std::to_string(done.size()) + " " + done.back().testcase.id);
+  }
+  void run_finished(const std::vector<kcert::engine::CaseResult>& results) override {
+    events_.push_back(name_ + " end " + std::to_string(results.size()));
+  }
+  int progress_calls = 0;
+
+ private:
+  std::string name_;
+  std::vector<std::string>& events_;
+};
+}  // namespace
+
+TEST_CASE("a case gives the same document in process, in a forked child and in a spawned worker, and sinks see each event in order", "[runner]") {
   auto registry = builtin_registry();
   kcert::runner::SuitePolicy policy;
   policy.memory = {1e12, "test"};
   const auto cases = kcert::runner::load_cases({kN2, kN6}, registry, "smoke", policy, nullptr);
   REQUIRE(cases.size() == 2);
-  std::vector<std::size_t> started;
-  std::vector<std::size_t> finished_counts;
-  kcert::runner::RunCallbacks callbacks;
-  callbacks.case_started = [&](std::size_t index, std::size_t total) {
-    CHECK(total == 2);
-    started.push_back(index);
-  };
-  callbacks.case_finished = [&](const std::vector<kcert::engine::CaseResult>& done) { finished_counts.push_back(done.size()); };
+  std::vector<std::string> events;
+  RecordingSink first("a", events), second("b", events);
   kcert::engine::RunOptions options;
   policy.isolation.mode = kcert::runner::Isolation::Mode::none;
-  const auto in_process = kcert::runner::run_cases(cases, registry, options, policy, callbacks);
-  CHECK(started == std::vector<std::size_t>{0, 1});
-  CHECK(finished_counts == std::vector<std::size_t>{1, 2});
+  const auto in_process = kcert::runner::run_cases(cases, registry, options, policy, {&first, &second});
+  const auto id0 = cases[0].id, id1 = cases[1].id;
+  CHECK(events == std::vector<std::string>{"a start 2", "b start 2", "a case 0/2", "b case 0/2", "a result 1 " + id0,
+                                           "b result 1 " + id0, "a case 1/2", "b case 1/2", "a result 2 " + id1,
+                                           "b result 2 " + id1, "a end 2", "b end 2"});
+  // Progress reaches every sink, as often.
+  CHECK(first.progress_calls > 0);
+  CHECK(first.progress_calls == second.progress_calls);
   policy.isolation.mode = kcert::runner::Isolation::Mode::all;
   const auto forked = kcert::runner::run_cases(cases, registry, options, policy, {});
   // The spawn strategy: a fresh kcert worker that rebuilds each case from its text.
