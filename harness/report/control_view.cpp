@@ -2,8 +2,13 @@
 
 #include "eval/falsifiability.hpp"
 
+#include <fmt/format.h>
+
 #include <algorithm>
+#include <cmath>
+#include <cstdint>
 #include <limits>
+#include <utility>
 
 namespace kcert::report {
 
@@ -20,6 +25,116 @@ std::optional<double> number_at(const nlohmann::json& j, const char* key) {
   if (x == "-inf") return -std::numeric_limits<double>::infinity();
   return std::nullopt;
 }
+const nlohmann::json& object_at(const nlohmann::json& j, const char* key) {
+  static const nlohmann::json none = nlohmann::json::object();
+  return j.is_object() && j.contains(key) && j.at(key).is_object() ? j.at(key) : none;
+}
+
+PointView point_view(const nlohmann::json& p) {
+  PointView v;
+  v.name = text_at(p, "name");
+  v.probe = text_at(p, "probe");
+  v.input = text_at(p, "input");
+  v.bucket_axis = text_at(p, "bucket_axis");
+  v.reduces = text_at(p, "reduces");
+  if (p.contains("reduction_size") && p.at("reduction_size").is_number_integer() && p.at("reduction_size").get<std::int64_t>() > 0)
+    v.reduction_size = p.at("reduction_size").get<double>();
+  v.verdict = text_at(p, "verdict");
+  v.algebra = text_at(p, "algebra");
+  v.bias = text_at(p, "bias");
+  v.variance = text_at(p, "variance");
+  if (p.contains("algebra_applicable") && p.at("algebra_applicable").is_boolean())
+    v.algebra_applicable = p.at("algebra_applicable").get<bool>();
+  v.U = number_at(p, "U");
+  v.max_abs_z = number_at(p, "max_abs_z");
+  return v;
+}
+
+// A swept case's "sweep" or a backward case's "backward" block: its rows under `rows`.
+std::optional<BreakdownView> breakdown_view(const nlohmann::json& d, const char* key, const char* rows) {
+  if (!d.contains(key) || !d.at(key).is_object()) return std::nullopt;
+  const auto& block = d.at(key);
+  BreakdownView v;
+  const auto& decided = object_at(block, "decided_by");
+  v.decided_algebra = text_at(decided, "algebra");
+  v.decided_bias = text_at(decided, "bias");
+  v.decided_variance = text_at(decided, "variance");
+  if (block.contains(rows) && block.at(rows).is_array()) {
+    for (const auto& p : block.at(rows))
+      if (p.is_object()) v.points.push_back(point_view(p));
+  }
+  return v;
+}
+
+BiasView bias_view(const nlohmann::json& d) {
+  BiasView v;
+  const auto& bias = object_at(object_at(d, "gates"), "bias");
+  if (!bias.contains("signed")) return v;
+  v.present = true;
+  v.axis = text_at(bias, "axis");
+  v.buckets = number_at(bias, "buckets");
+  v.replicates = number_at(bias, "replicates");
+  const auto& th = object_at(bias, "thresholds");
+  v.z_cut = number_at(th, "z_cut");
+  v.s_min = number_at(th, "s_min");
+  v.c = number_at(th, "c");
+  v.c_magnitude = number_at(th, "c_magnitude");
+  const auto& params = object_at(object_at(d, "probe"), "params");
+  for (const char* statistic : {"signed", "magnitude"}) {
+    const auto& st = object_at(bias, statistic);
+    const auto count = [&](const char* key) {
+      return st.contains(key) && st.at(key).is_number() ? st.at(key).get<std::int64_t>() : std::int64_t{0};
+    };
+    v.flagged_counts.emplace_back(statistic, count("fail_buckets") + count("warn_buckets"));
+    if (!st.contains("flagged") || !st.at("flagged").is_array()) continue;
+    for (const auto& b : st.at("flagged")) {
+      if (!b.is_object() || !b.contains("bucket") || !b.at("bucket").is_number_integer()) continue;
+      FlaggedBucketView f;
+      f.statistic = statistic;
+      f.bucket = b.at("bucket").get<std::int64_t>();
+      f.label = bucket_label(v.axis, f.bucket, params);
+      const bool down = b.contains("direction") && b.at("direction").is_number() && b.at("direction").get<double>() < 0;
+      if (b.contains("ulp_effect") && b.at("ulp_effect").is_number())
+        f.signed_ulp = (down ? -1.0 : 1.0) * b.at("ulp_effect").get<double>();
+      f.ulp_effect = number_at(b, "ulp_effect");
+      f.z = number_at(b, "z");
+      f.effect = number_at(b, "effect");
+      f.verdict = text_at(b, "verdict");
+      f.attributed = b.contains("attributed") && b.at("attributed").is_boolean() && b.at("attributed").get<bool>();
+      v.flagged.push_back(std::move(f));
+    }
+  }
+  for (const char* statistic : {"signed", "magnitude"}) {
+    const auto& st = object_at(bias, statistic);
+    for (const char* list : {"flagged", "top"}) {
+      if (!st.contains(list) || !st.at(list).is_array()) continue;
+      for (const auto& b : st.at(list))
+        if (b.is_object()) v.kept.push_back({statistic, text_at(b, "verdict"), number_at(b, "ulp_effect"), number_at(b, "effect")});
+    }
+  }
+  return v;
+}
+
+TailView tail_view(const nlohmann::json& d) {
+  TailView v;
+  const auto& tail = object_at(object_at(object_at(d, "gates"), "variance"), "tail");
+  const auto& settings = object_at(tail, "settings");
+  v.warn_k = number_at(settings, "warn_K").value_or(v.warn_k);
+  v.fail_k = number_at(settings, "fail_K").value_or(v.fail_k);
+  v.horizon = number_at(settings, "horizon").value_or(v.horizon);
+  const auto finite = [&](const char* key) -> std::optional<double> {
+    const auto x = number_at(tail, key);
+    return x && std::isfinite(*x) ? x : std::nullopt;
+  };
+  const auto xi = finite("xi_clipped"), sigma = finite("sigma"), u = finite("u"), zeta = finite("zeta");
+  if (text_at(tail, "mode") == "fitted" && xi && sigma && *sigma > 0 && u && zeta) {
+    v.drawable_fit = true;
+    v.xi = *xi, v.sigma = *sigma, v.u = *u, v.zeta = *zeta;
+    v.r_t = finite("r_T");
+  }
+  return v;
+}
+
 }  // namespace
 
 ControlView control_view(const nlohmann::json& d) {
@@ -38,6 +153,40 @@ ControlView control_view(const nlohmann::json& d) {
     for (const auto& u : d.at("unexpected")) v.unexpected.push_back(u.is_string() ? u.get<std::string>() : u.dump());
   }
   v.has_expectation = d.contains("expected") && d.at("expected").is_object() && !d.at("expected").empty();
+  if (d.contains("expected") && d.at("expected").is_object()) {
+    const auto& e = d.at("expected");
+    v.expectation_stated = true;
+    for (const char* gate : {"algebra", "bias", "variance"}) {
+      if (!e.contains(gate) || !e.at(gate).is_array()) continue;
+      std::vector<std::string> allowed;
+      for (const auto& x : e.at(gate)) allowed.push_back(x.is_string() ? x.get<std::string>() : x.dump());
+      v.expected_gates.emplace_back(gate, std::move(allowed));
+    }
+    if (e.contains("note") && e.at("note").is_string()) v.expected_note = e.at("note").get<std::string>();
+  }
+  for (auto [side, key] : {std::pair{&v.reference, "reference"}, std::pair{&v.production, "production"}}) {
+    side->variant = text_at(object_at(d, key), "variant");
+    side->version = text_at(object_at(d, key), "version");
+  }
+  v.replicates = number_at(d, "replicates");
+  v.mechanism = text_at(d, "mechanism");
+  if (d.contains("references") && d.at("references").is_array()) {
+    for (const auto& r : d.at("references")) v.references.push_back(r.is_string() ? r.get<std::string>() : r.dump());
+  }
+  v.sweep = breakdown_view(d, "sweep", "settings");
+  v.backward = breakdown_view(d, "backward", "gradients");
+  if (v.backward) {
+    const auto& dy = object_at(d.at("backward"), "dy");
+    v.dy_kind = text_at(dy, "kind");
+    v.dy_shift = number_at(dy, "shift");
+    v.dy_scale = number_at(dy, "scale");
+  }
+  v.bias = bias_view(d);
+  v.tail = tail_view(d);
+  v.torch_version = text_at(object_at(d, "provenance"), "torch_version");
+  v.device = text_at(object_at(d, "provenance"), "device");
+  v.source = text_at(d, "source");
+  if (d.contains("case_text") && d.at("case_text").is_string()) v.case_text = d.at("case_text").get<std::string>();
   if (d.contains("gates") && d.at("gates").is_object()) {
     const auto& g = d.at("gates");
     static const nlohmann::json none = nlohmann::json::object();
@@ -63,6 +212,28 @@ ControlView control_view(const nlohmann::json& d) {
     }
   }
   return v;
+}
+
+// A bucket in the family's own terms: "channel 29", "position 17 x pair 5", "head 3 x
+// position 40". The composite axes are decoded with the probe's shape (the kernels' bucket_ids:
+// rotary.cpp t·(head_dim/2) + pair, attention.cpp head·tokens + position); without it the
+// bare index is shown.
+std::string bucket_label(const std::string& axis, std::int64_t bucket, const nlohmann::json& probe_params) {
+  const auto size = [&](const char* key) -> std::int64_t {
+    if (!probe_params.is_object() || !probe_params.contains(key) || !probe_params.at(key).is_number_integer()) return 0;
+    return probe_params.at(key).get<std::int64_t>();
+  };
+  if (axis == "position_frequency" && size("shape.head_dim") >= 2) {
+    const auto half = size("shape.head_dim") / 2;
+    return fmt::format("position {} x pair {}", bucket / half, bucket % half);
+  }
+  // Attention's key-side gradients (dk, dv) bucket over kv_tokens: decoded only where the two agree.
+  const bool kv_differs = size("shape.kv_tokens") > 0 && size("shape.kv_tokens") != size("shape.tokens");
+  if (axis == "head_position" && size("shape.tokens") >= 1 && !kv_differs) {
+    const auto tokens = size("shape.tokens");
+    return fmt::format("head {} x position {}", bucket / tokens, bucket % tokens);
+  }
+  return (axis.empty() ? std::string("bucket") : axis) + " " + std::to_string(bucket);
 }
 
 const std::string& ControlView::gate_verdict(std::string_view gate) const {

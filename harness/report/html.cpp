@@ -11,7 +11,6 @@
 
 #include "harness/runner/errors.hpp"
 #include "harness/report/control_view.hpp"
-#include "harness/report/document_fields.hpp"
 #include "harness/report/plots.hpp"
 #include "harness/report/khat_csv.hpp"
 #include "harness/report/tables.hpp"
@@ -46,9 +45,17 @@ bool is_web_link(const std::string& s) {
   return rest > 0 && s.size() > rest && s.find_first_of(" \t\r\n\"<>\\") == std::string::npos;
 }
 
-using fields::finite;
-using fields::num;
-using fields::text;
+// The run-level parts of a nightly document (its header, changes, the falsifiability table),
+// read leniently; a control's parts come typed (control_view.hpp).
+std::string num(const nlohmann::json& j) {
+  if (j.is_number()) return stats::format_number(j.get<double>());
+  if (j.is_string()) return j.get<std::string>();
+  return "-";
+}
+
+std::string text(const nlohmann::json& j, const char* key) {
+  return j.contains(key) && j.at(key).is_string() ? j.at(key).get<std::string>() : "";
+}
 
 // Beside a variance PASS whose evidence does not reach the declared horizon (issue 32): the
 // chip says so where the verdict is read, not only in a footnote.
@@ -73,11 +80,12 @@ std::string badge(const std::string& verdict) {
 const std::string kNotApplicableBadge = "<span class=\"badge skip\" title=\"not applicable: opaque production\">n/a</span>";
 
 // A probe setting's or gradient's algebra badge: n/a where `algebra_applicable` is false.
-std::string point_algebra_badge(const nlohmann::json& point) {
-  const auto it = point.find("algebra_applicable");
-  if (it != point.end() && it->is_boolean() && !it->get<bool>()) return kNotApplicableBadge;
-  return badge(text(point, "algebra"));
+std::string point_algebra_badge(const PointView& point) {
+  return point.algebra_applicable ? badge(point.algebra) : kNotApplicableBadge;
 }
+
+// A number as the reports print it, "-" when the document gives none.
+std::string number_or_dash(const std::optional<double>& x) { return x ? stats::format_number(*x) : "-"; }
 
 // A FAIL or WARN that is what the control is for (a negative detected as expected).
 std::string designed_badge(const std::string& verdict) {
@@ -203,48 +211,35 @@ std::string environment_words_if_here(const std::vector<std::string>& fingerprin
 // What a control page shows first (issue 32, item 4): the buckets the bias gate flagged, in
 // the family's terms, with their signed ULP effect, z and verdict, and the floors they were
 // judged against; or, when none was flagged, how far the largest |z| was from the cut.
-std::string flagged_bucket_section(const nlohmann::json& r) {
-  const auto& bias = r.at("gates").at("bias");
-  if (!bias.is_object() || !bias.contains("signed")) return "";
-  const auto th = bias.value("thresholds", nlohmann::json::object());
-  const std::string axis = text(bias, "axis");
-  const auto params = r.value("probe", nlohmann::json::object()).value("params", nlohmann::json::object());
+std::string flagged_bucket_section(const ControlView& v) {
+  const auto& bias = v.bias;
+  if (!bias.present) return "";
   std::string out = "<h2>Flagged buckets</h2>\n";
-  out += "<p>Bias gate over " + esc(num(bias.value("buckets", nlohmann::json()))) + " " + esc(axis) +
-         " bucket(s) at R = " + esc(num(bias.value("replicates", nlohmann::json()))) + ": a bucket FAILs when |z| &gt; " +
-         esc(num(th.value("z_cut", nlohmann::json()))) + ", its standardized effect &gt; s_min " +
-         esc(num(th.value("s_min", nlohmann::json()))) + " and its ULP effect &gt; c (signed " +
-         esc(num(th.value("c", nlohmann::json()))) + ", magnitude " + esc(num(th.value("c_magnitude", nlohmann::json()))) +
+  out += "<p>Bias gate over " + esc(number_or_dash(bias.buckets)) + " " + esc(bias.axis) + " bucket(s) at R = " +
+         esc(number_or_dash(bias.replicates)) + ": a bucket FAILs when |z| &gt; " + esc(number_or_dash(bias.z_cut)) +
+         ", its standardized effect &gt; s_min " + esc(number_or_dash(bias.s_min)) + " and its ULP effect &gt; c (signed " +
+         esc(number_or_dash(bias.c)) + ", magnitude " + esc(number_or_dash(bias.c_magnitude)) +
          " ULP); |z| past the cut alone is a WARN.</p>\n";
   std::string rows;
   int shown = 0;
   std::int64_t flagged = 0;
   std::string per_statistic;
-  for (const char* statistic : {"signed", "magnitude"}) {
-    const auto& st = bias.value(statistic, nlohmann::json::object());
-    const auto n = st.value("fail_buckets", std::int64_t{0}) + st.value("warn_buckets", std::int64_t{0});
+  for (const auto& [statistic, n] : bias.flagged_counts) {
     flagged += n;
     per_statistic += (per_statistic.empty() ? "" : ", ") + std::to_string(n) + " " + statistic;
     int here = 0;
-    for (const auto& b : st.value("flagged", nlohmann::json::array())) {
-      if (!b.is_object() || !b.contains("bucket") || !b.at("bucket").is_number_integer() || here++ >= 10) continue;
-      const double sign = b.value("direction", 0) < 0 ? -1.0 : 1.0;
-      const auto ulp = b.value("ulp_effect", nlohmann::json());
-      rows += "<tr><td>" + std::string(statistic) + "</td><td>" + esc(bucket_label(axis, b.at("bucket").get<std::int64_t>(), params)) +
-              "</td><td class=\"num\">" + (ulp.is_number() ? esc(fmt::format("{:+.3g}", sign * ulp.get<double>())) : "-") +
-              "</td><td class=\"num\">" + esc(num(b.value("z", nlohmann::json()))) + "</td><td class=\"num\">" +
-              esc(num(b.value("effect", nlohmann::json()))) + "</td><td>" + badge(text(b, "verdict")) +
-              (b.value("attributed", false) ? " attributed to the reference" : "") + "</td></tr>\n";
+    for (const auto& b : bias.flagged) {
+      if (b.statistic != statistic || here++ >= 10) continue;
+      rows += "<tr><td>" + statistic + "</td><td>" + esc(b.label) + "</td><td class=\"num\">" +
+              (b.signed_ulp ? esc(fmt::format("{:+.3g}", *b.signed_ulp)) : "-") + "</td><td class=\"num\">" +
+              esc(number_or_dash(b.z)) + "</td><td class=\"num\">" + esc(number_or_dash(b.effect)) + "</td><td>" +
+              badge(b.verdict) + (b.attributed ? " attributed to the reference" : "") + "</td></tr>\n";
       ++shown;
     }
   }
   if (shown == 0) {
-    double max_z = -1;
-    for (const char* statistic : {"signed", "magnitude"}) {
-      const auto& st = bias.value(statistic, nlohmann::json::object());
-      if (st.contains("max_abs_z") && st.at("max_abs_z").is_number()) max_z = std::max(max_z, st.at("max_abs_z").get<double>());
-    }
-    return out + "<p>No bucket flagged" + (max_z >= 0 ? ": the largest |z| is " + esc(stats::format_number(max_z)) : std::string()) +
+    const bool any_z = v.max_abs_z && *v.max_abs_z >= 0;
+    return out + "<p>No bucket flagged" + (any_z ? ": the largest |z| is " + esc(stats::format_number(*v.max_abs_z)) : std::string()) +
            ".</p>\n";
   }
   return out + "<table><tr><th>statistic</th><th>bucket</th><th>ULP effect (+: production above)</th><th>z</th>"
@@ -255,19 +250,17 @@ std::string flagged_bucket_section(const nlohmann::json& r) {
 }
 
 // The case's expectation, as the YAML states it: the verdicts each gate may take, and its note.
-std::string expectation_line(const nlohmann::json& r) {
-  const auto e = r.value("expected", nlohmann::json());
-  if (!e.is_object()) return "";
+std::string expectation_line(const ControlView& v) {
+  if (!v.expectation_stated) return "";
   std::string out = "<p><b>Expected:</b> ";
   bool first = true;
-  for (const char* gate : {"algebra", "bias", "variance"}) {
-    if (!e.contains(gate) || !e.at(gate).is_array()) continue;
+  for (const auto& [gate, verdicts] : v.expected_gates) {
     std::string allowed;
-    for (const auto& v : e.at(gate)) allowed += (allowed.empty() ? "" : " or ") + (v.is_string() ? v.get<std::string>() : v.dump());
-    out += (first ? "" : "; ") + std::string(gate) + " " + esc(allowed);
+    for (const auto& verdict : verdicts) allowed += (allowed.empty() ? "" : " or ") + verdict;
+    out += (first ? "" : "; ") + gate + " " + esc(allowed);
     first = false;
   }
-  if (e.contains("note") && e.at("note").is_string()) out += " (" + esc(e.at("note").get<std::string>()) + ")";
+  if (v.expected_note) out += " (" + esc(*v.expected_note) + ")";
   return out + "</p>\n";
 }
 
@@ -291,9 +284,7 @@ HtmlReportSummary write_html_report(const HtmlReportInput& input, const fs::path
     try {
     const std::string id = text(r, "id");
     const std::string stem = store::safe_file_name(id);
-    const auto& gates = r.at("gates");
-    // The index row and the page's verdict header read the control's typed view (issue 51); the
-    // page's sections still read r.
+    // The index row, the page and its plots read the control's typed view (issue 51).
     const ControlView v = control_view(r);
     // A skipped control measured nothing: no U, no z, no expectation met or missed.
     const bool skipped = v.verdict == "SKIP";
@@ -317,7 +308,7 @@ HtmlReportSummary write_html_report(const HtmlReportInput& input, const fs::path
     std::ostringstream gp;
     const auto found = input.khat.find(id);
     const std::vector<double> khat = found == input.khat.end() ? std::vector<double>() : found->second;
-    const auto plots = plan_plots(r, khat, out / "plots", stem, gp);
+    const auto plots = plan_plots(v, khat, out / "plots", stem, gp);
     std::string history_file;
     if (const auto it = input.history.find(id); it != input.history.end()) history_file = history_plot(it->second, out / "plots", stem, gp);
     const fs::path script = out / "plots" / (stem + ".gp");
@@ -335,83 +326,68 @@ HtmlReportSummary write_html_report(const HtmlReportInput& input, const fs::path
 
     std::ostringstream body;
     body << "<p><a href=\"index.html\">&larr; all controls</a></p>\n<h1>" << esc(id) << "</h1>\n";
-    body << "<p>" << esc(text(r, "kind")) << " control, family <b>" << esc(text(r, "family")) << "</b>: reference <code>"
-         << esc(text(r.at("reference"), "variant")) << "</code> (" << esc(text(r.at("reference"), "version"))
-         << "), production <code>" << esc(text(r.at("production"), "variant")) << "</code> ("
-         << esc(text(r.at("production"), "version")) << ")</p>\n";
+    body << "<p>" << esc(v.kind) << " control, family <b>" << esc(v.family) << "</b>: reference <code>"
+         << esc(v.reference.variant) << "</code> (" << esc(v.reference.version) << "), production <code>"
+         << esc(v.production.variant) << "</code> (" << esc(v.production.version) << ")</p>\n";
     body << "<table><tr><th>algebra</th><th>bias</th><th>variance</th><th>overall</th><th>replicates</th></tr><tr><td>"
          << (v.algebra_applicable ? badge(v.gate_verdict("algebra")) : kNotApplicableBadge) << "</td><td>" << badge(v.gate_verdict("bias"))
          << "</td><td>" << badge(v.gate_verdict("variance")) << "</td><td>" << badge(v.verdict)
-         << "</td><td class=\"num\">" << num(r.value("replicates", nlohmann::json())) << "</td></tr></table>\n";
-    body << expectation_line(r);
-    if (!skipped && !v.error) body << flagged_bucket_section(r);
+         << "</td><td class=\"num\">" << number_or_dash(v.replicates) << "</td></tr></table>\n";
+    body << expectation_line(v);
+    if (!skipped && !v.error) body << flagged_bucket_section(v);
     if (!v.unexpected.empty()) {
       body << "<div class=\"attention\"><b>Differs from its YAML expectation:</b><ul>";
       for (const auto& u : v.unexpected) body << "<li>" << esc(u) << "</li>";
       body << "</ul></div>\n";
     }
-    body << "<h2>Mechanism</h2><p>" << esc(text(r, "mechanism")) << "</p>\n";
+    body << "<h2>Mechanism</h2><p>" << esc(v.mechanism) << "</p>\n";
     body << "<h2>References</h2><ul>";
-    for (const auto& ref : r.value("references", nlohmann::json::array())) {
-      const std::string link = ref.is_string() ? ref.get<std::string>() : ref.dump();
+    for (const auto& link : v.references) {
       // Only web references become links: a `javascript:` or `data:` reference in a case
       // file (or a crafted result) would otherwise run in whoever opens the published site.
       if (is_web_link(link)) body << "<li><a href=\"" << esc(link) << "\">" << esc(link) << "</a></li>";
       else body << "<li>" << esc(link) << "</li>";
     }
     body << "</ul>\n<h2>Gates</h2><table>";
-    for (const char* g : {"algebra", "bias", "variance"})
-      body << "<tr><th>" << g << "</th><td>" << badge(text(gates.at(g), "verdict")) << "</td><td>"
-           << esc(text(gates.at(g), "reason")) << "</td></tr>";
+    for (const auto& g : v.gates)
+      body << "<tr><th>" << g.gate << "</th><td>" << badge(g.verdict) << "</td><td>" << esc(g.reason) << "</td></tr>";
     body << "</table>\n";
     // A swept case: each probe setting's verdicts, and which setting decided each gate.
-    if (r.contains("sweep") && r.at("sweep").is_object()) {
-      const auto& sw = r.at("sweep");
-      const auto decided = sw.value("decided_by", nlohmann::json::object());
+    if (v.sweep) {
       body << "<h2>Probe settings</h2><p>Certified on each setting; each gate shows the worst (decided by: algebra "
-           << esc(text(decided, "algebra")) << ", bias " << esc(text(decided, "bias")) << ", variance "
-           << esc(text(decided, "variance")) << ").</p><table><tr><th>setting</th><th>probe</th><th>overall</th>"
+           << esc(v.sweep->decided_algebra) << ", bias " << esc(v.sweep->decided_bias) << ", variance "
+           << esc(v.sweep->decided_variance) << ").</p><table><tr><th>setting</th><th>probe</th><th>overall</th>"
               "<th>algebra</th><th>bias</th><th>variance</th><th>U</th><th>max |z|</th></tr>";
-      for (const auto& pt : sw.value("settings", nlohmann::json::array())) {
-        if (!pt.is_object()) continue;
-        body << "<tr><td>" << esc(text(pt, "name")) << "</td><td><code>" << esc(text(pt, "probe")) << "</code></td><td>"
-             << badge(text(pt, "verdict")) << "</td><td>" << point_algebra_badge(pt) << "</td><td>"
-             << badge(text(pt, "bias")) << "</td><td>" << badge(text(pt, "variance")) << "</td><td class=\"num\">"
-             << esc(num(pt.value("U", nlohmann::json()))) << "</td><td class=\"num\">" << esc(num(pt.value("max_abs_z", nlohmann::json())))
-             << "</td></tr>";
+      for (const auto& pt : v.sweep->points) {
+        body << "<tr><td>" << esc(pt.name) << "</td><td><code>" << esc(pt.probe) << "</code></td><td>" << badge(pt.verdict)
+             << "</td><td>" << point_algebra_badge(pt) << "</td><td>" << badge(pt.bias) << "</td><td>" << badge(pt.variance)
+             << "</td><td class=\"num\">" << esc(number_or_dash(pt.U)) << "</td><td class=\"num\">"
+             << esc(number_or_dash(pt.max_abs_z)) << "</td></tr>";
       }
       body << "</table>\n";
     }
     // A backward case (issue 31): each gradient's verdicts, buckets and reduction size N, and
     // which gradient decided each gate.
-    if (r.contains("backward") && r.at("backward").is_object()) {
-      const auto& bw = r.at("backward");
-      const auto decided = bw.value("decided_by", nlohmann::json::object());
-      const auto dy = bw.value("dy", nlohmann::json::object());
-      body << "<h2>Gradients</h2><p>Backward, upstream gradient dy " << esc(text(dy, "kind")) << " (shift "
-           << esc(num(dy.value("shift", nlohmann::json()))) << ", scale " << esc(num(dy.value("scale", nlohmann::json())))
-           << "); each gate shows the worst gradient (decided by: algebra " << esc(text(decided, "algebra")) << ", bias "
-           << esc(text(decided, "bias")) << ", variance " << esc(text(decided, "variance"))
+    if (v.backward) {
+      body << "<h2>Gradients</h2><p>Backward, upstream gradient dy " << esc(v.dy_kind) << " (shift "
+           << esc(number_or_dash(v.dy_shift)) << ", scale " << esc(number_or_dash(v.dy_scale))
+           << "); each gate shows the worst gradient (decided by: algebra " << esc(v.backward->decided_algebra) << ", bias "
+           << esc(v.backward->decided_bias) << ", variance " << esc(v.backward->decided_variance)
            << ").</p><table><tr><th>gradient</th><th>of</th><th>buckets</th><th>N</th><th>overall</th>"
               "<th>algebra</th><th>bias</th><th>variance</th><th>U</th><th>max |z|</th></tr>";
-      for (const auto& g : bw.value("gradients", nlohmann::json::array())) {
-        if (!g.is_object()) continue;
-        const auto n = g.value("reduction_size", nlohmann::json());
-        body << "<tr><td>" << esc(text(g, "name")) << "</td><td>" << esc(text(g, "input")) << "</td><td>"
-             << esc(text(g, "bucket_axis")) << "</td><td class=\"num\">"
-             << (n.is_number_integer() && n.get<std::int64_t>() > 0 ? esc(num(n)) + " " + esc(text(g, "reduces")) : std::string("-"))
-             << "</td><td>" << badge(text(g, "verdict")) << "</td><td>" << point_algebra_badge(g) << "</td><td>"
-             << badge(text(g, "bias")) << "</td><td>" << badge(text(g, "variance")) << "</td><td class=\"num\">"
-             << esc(num(g.value("U", nlohmann::json()))) << "</td><td class=\"num\">"
-             << esc(num(g.value("max_abs_z", nlohmann::json()))) << "</td></tr>";
+      for (const auto& g : v.backward->points) {
+        body << "<tr><td>" << esc(g.name) << "</td><td>" << esc(g.input) << "</td><td>" << esc(g.bucket_axis)
+             << "</td><td class=\"num\">"
+             << (g.reduction_size ? esc(number_or_dash(g.reduction_size)) + " " + esc(g.reduces) : std::string("-"))
+             << "</td><td>" << badge(g.verdict) << "</td><td>" << point_algebra_badge(g) << "</td><td>" << badge(g.bias)
+             << "</td><td>" << badge(g.variance) << "</td><td class=\"num\">" << esc(number_or_dash(g.U))
+             << "</td><td class=\"num\">" << esc(number_or_dash(g.max_abs_z)) << "</td></tr>";
       }
       body << "</table>\n";
     }
-    if (r.contains("error") && r.at("error").is_string())
-      body << "<div class=\"attention\"><b>Harness error:</b> " << esc(text(r, "error")) << "</div>\n";
-    if (r.contains("skipped") && r.at("skipped").is_string())
-      body << "<div class=\"attention\"><b>Skipped, not run in this environment:</b> " << esc(text(r, "skipped"))
-           << "</div>\n";
+    if (v.error) body << "<div class=\"attention\"><b>Harness error:</b> " << esc(*v.error) << "</div>\n";
+    if (v.skipped)
+      body << "<div class=\"attention\"><b>Skipped, not run in this environment:</b> " << esc(*v.skipped) << "</div>\n";
     body << "<h2>Plots</h2>\n";
     if (!drawn) body << "<p>" << esc(why) << "</p>\n";
     if (plots.figures.empty()) body << "<p>No K-hat above 0 and no kept bias bucket: nothing to plot (every replicate within one ULP of the oracle).</p>\n";
@@ -451,20 +427,17 @@ HtmlReportSummary write_html_report(const HtmlReportInput& input, const fs::path
     }
     body << "<h2>Environment</h2><p>"
          << esc(input.environment_words.empty() ? "not known to this report (see the run in the database)" : input.environment_words)
-         << "; LibTorch " << esc(text(r.value("provenance", nlohmann::json::object()), "torch_version")) << " on "
-         << esc(text(r.value("provenance", nlohmann::json::object()), "device")) << "</p>\n";
+         << "; LibTorch " << esc(v.torch_version) << " on " << esc(v.device) << "</p>\n";
     body << "<h2>Case file</h2>\n";
     // From the text the result carries, never from the file `source` names: a result comes
     // from a report folder or the database, which anyone who can write either can craft, and
     // opening its path published that file (`source: /etc/shadow` as root, /proc/self/environ
     // with KCERT_DB's password) or blocked on a FIFO forever.
-    const std::string source = text(r, "source");
-    if (r.contains("case_text") && r.at("case_text").is_string()) {
-      const std::string yaml = r.at("case_text").get<std::string>();
-      store::write_text_file((out / "yaml" / (stem + ".yaml")).string(), yaml);
-      body << "<p><a href=\"yaml/" << esc(stem) << ".yaml\">" << esc(source) << "</a></p><pre>" << esc(yaml) << "</pre>\n";
+    if (v.case_text) {
+      store::write_text_file((out / "yaml" / (stem + ".yaml")).string(), *v.case_text);
+      body << "<p><a href=\"yaml/" << esc(stem) << ".yaml\">" << esc(v.source) << "</a></p><pre>" << esc(*v.case_text) << "</pre>\n";
     } else {
-      body << "<p>" << esc(source.empty() ? std::string("no case file recorded") : source)
+      body << "<p>" << esc(v.source.empty() ? std::string("no case file recorded") : v.source)
            << ": the result carries no case text (written by a kcert before case_text was stored)</p>\n";
     }
     store::write_text_file((out / (stem + ".html")).string(), page("kcert: " + id, body.str()));
@@ -589,6 +562,24 @@ void check_report_document(const nlohmann::json& doc) {
     }
     for (const char* k : {"unexpected", "references"}) optional(r, q, k, &J::is_array, "a list");
     for (const char* k : {"provenance", "probe", "sweep", "backward"}) optional(r, q, k, &J::is_object, "an object");
+    // The settings and floors the plots draw as lines: a crafted value is refused here, named,
+    // rather than drawn from a default by the lenient typed view.
+    const auto& variance = r.at("gates").at("variance");
+    optional(variance, q + "gates.variance.", "tail", &J::is_object, "an object");
+    if (variance.contains("tail") && variance.at("tail").is_object()) {
+      const auto& tail = variance.at("tail");
+      optional(tail, q + "gates.variance.tail.", "settings", &J::is_object, "an object");
+      if (tail.contains("settings") && tail.at("settings").is_object()) {
+        for (const char* k : {"warn_K", "fail_K", "horizon"})
+          optional(tail.at("settings"), q + "gates.variance.tail.settings.", k, &J::is_number, "a number");
+      }
+    }
+    const auto& bias = r.at("gates").at("bias");
+    optional(bias, q + "gates.bias.", "thresholds", &J::is_object, "an object");
+    if (bias.contains("thresholds") && bias.at("thresholds").is_object()) {
+      for (const char* k : {"z_cut", "s_min", "c", "c_magnitude"})
+        optional(bias.at("thresholds"), q + "gates.bias.thresholds.", k, &J::is_number, "a number");
+    }
   }
 }
 

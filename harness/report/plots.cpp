@@ -15,7 +15,7 @@
 #include <fmt/format.h>
 
 #include "harness/io/process.hpp"
-#include "harness/report/document_fields.hpp"
+#include "harness/report/control_view.hpp"
 #include "harness/stats/gpd.hpp"
 #include "harness/store/json.hpp"
 #include "harness/text/escape.hpp"
@@ -25,9 +25,6 @@ namespace kcert::report {
 namespace fs = std::filesystem;
 
 namespace {
-
-using fields::finite;
-using fields::text;
 
 // A file of the plots folder, named in a gnuplot script. Only its name goes into the script
 // (gnuplot runs in that folder, run_gnuplot): the folder's path is the user's, or derived
@@ -137,14 +134,14 @@ bool run_gnuplot(const fs::path& dir, const std::string& script, const std::stri
 
 // Writes the data and the gnuplot script of one control's plots; returns the figures it
 // will produce. `dir` is out/plots, `stem` the control's file name.
-ControlPlots plan_plots(const nlohmann::json& r, const std::vector<double>& khat, const fs::path& dir,
-                        const std::string& stem, std::ostringstream& gp) {
+ControlPlots plan_plots(const ControlView& v, const std::vector<double>& khat, const fs::path& dir, const std::string& stem,
+                        std::ostringstream& gp) {
   ControlPlots plots;
-  const auto& variance = r.at("gates").at("variance");
-  const auto& tail = variance.value("tail", nlohmann::json::object());
-  const auto& settings = tail.value("settings", nlohmann::json::object());
-  const double warn_k = settings.value("warn_K", 2.0), fail_k = settings.value("fail_K", 10.0);
-  const double horizon = settings.value("horizon", 6.25e5);
+  const auto& tail = v.tail;
+  const double warn_k = tail.warn_k, fail_k = tail.fail_k, horizon = tail.horizon;
+  // U where it is finite (an infinite U has no place on an axis).
+  const std::optional<double> finite_u =
+      v.variance_u && std::isfinite(*v.variance_u) ? v.variance_u : std::nullopt;
   std::vector<double> positive;
   for (double k : khat)
     if (k > 0 && std::isfinite(k)) positive.push_back(k);
@@ -154,9 +151,7 @@ ControlPlots plan_plots(const nlohmann::json& r, const std::vector<double>& khat
   const auto svg = [&](const std::string& name) { return stem + "-" + name + ".svg"; };
   gp << "set terminal svg size 720,440 dynamic font 'sans,12' background '#ffffff'\nset grid\nset key top right\n";
 
-  // A fitted tail whose curve can be drawn (a document edited by hand may hold a sigma of 0).
-  const bool fitted = text(tail, "mode") == "fitted" && finite(tail.at("xi_clipped")) && finite(tail.at("sigma")) &&
-                      tail.at("sigma").get<double>() > 0 && finite(tail.at("u")) && finite(tail.at("zeta"));
+  const bool fitted = tail.drawable_fit;
   if (positive.size() >= 2) {
     // 1. The K-hat tail: empirical exceedance probability, the fitted GPD, u, r_T, U, thresholds.
     {
@@ -168,8 +163,8 @@ ControlPlots plan_plots(const nlohmann::json& r, const std::vector<double>& khat
     std::string curve;
     double x_max = std::max(positive.back(), fail_k) * 1.08;
     if (fitted) {
-      const double u = tail.at("u"), xi = tail.at("xi_clipped"), sigma = tail.at("sigma"), zeta = tail.at("zeta");
-      if (finite(variance.value("U", nlohmann::json()))) x_max = std::max(x_max, variance.at("U").get<double>() * 1.08);
+      const double u = tail.u, xi = tail.xi, sigma = tail.sigma, zeta = tail.zeta;
+      if (finite_u) x_max = std::max(x_max, *finite_u * 1.08);
       DataFile d(data("gpd"));
       for (int i = 0; i <= 200; ++i) {
         const double x = u + (x_max - u) * i / 200.0;
@@ -180,14 +175,14 @@ ControlPlots plan_plots(const nlohmann::json& r, const std::vector<double>& khat
       curve = ", " + gp_file(data("gpd")) + " using 1:2 with lines lw 2 lc rgb '#1f5fbf' title 'fitted GPD above u'";
       gp << fmt::format("set arrow from {0},graph 0 to {0},graph 1 nohead dt 3 lc rgb '#555555'\n", u);
       gp << fmt::format("set label 'u' at {},graph 0.96 offset 0.3,0 noenhanced\n", u);
-      if (finite(tail.at("r_T"))) {
-        const double rt = tail.at("r_T");
+      if (tail.r_t) {
+        const double rt = *tail.r_t;
         gp << fmt::format("set arrow from {0},graph 0 to {0},graph 1 nohead lc rgb '#1f5fbf'\n", rt);
         gp << fmt::format("set label 'r_T' at {},graph 0.90 offset 0.3,0 tc rgb '#1f5fbf' noenhanced\n", rt);
       }
     }
-    if (finite(variance.value("U", nlohmann::json()))) {
-      const double U = variance.at("U");
+    if (finite_u) {
+      const double U = *finite_u;
       gp << fmt::format("set arrow from {0},graph 0 to {0},graph 1 nohead lw 2 lc rgb '#000000'\n", U);
       gp << fmt::format("set label 'U' at {},graph 0.84 offset 0.3,0 noenhanced\n", U);
     }
@@ -238,7 +233,7 @@ ControlPlots plan_plots(const nlohmann::json& r, const std::vector<double>& khat
     mrl.close();
     stab.close();
     const std::string u_line =
-        fitted ? fmt::format("set arrow from {0},graph 0 to {0},graph 1 nohead dt 3 lc rgb '#555555'\n", tail.at("u").get<double>())
+        fitted ? fmt::format("set arrow from {0},graph 0 to {0},graph 1 nohead dt 3 lc rgb '#555555'\n", tail.u)
                : std::string();
     if (mrl_rows >= 2) {
     gp << u_line << "set output " << gp_file((dir / svg("mrl")).string()) << "\n"
@@ -267,7 +262,7 @@ ControlPlots plan_plots(const nlohmann::json& r, const std::vector<double>& khat
   }
   if (fitted) {
     // 4. QQ plot of the exceedances against the fitted GPD.
-    const double u = tail.at("u"), xi = tail.at("xi_clipped"), sigma = tail.at("sigma");
+    const double u = tail.u, xi = tail.xi, sigma = tail.sigma;
     std::vector<double> exc;
     for (double k : positive)
       if (k > u) exc.push_back(k - u);
@@ -292,8 +287,7 @@ ControlPlots plan_plots(const nlohmann::json& r, const std::vector<double>& khat
          "too low."});
   }
   // 5. The bias plane: every bucket the result keeps (flagged ones and the top ones by |z|).
-  const auto& bias = r.at("gates").at("bias");
-  const auto& th = bias.value("thresholds", nlohmann::json::object());
+  const auto& bias = v.bias;
   int points = 0;
   double x_lo = std::numeric_limits<double>::infinity(), x_hi = 0, y_lo = x_lo, y_hi = 0;
   int group_points[6] = {0, 0, 0, 0, 0, 0};  // (statistic, verdict), one data file each
@@ -306,18 +300,14 @@ ControlPlots plan_plots(const nlohmann::json& r, const std::vector<double>& khat
     std::string text;
   };
   std::vector<PointLabel> labels;
-  const std::string axis = text(bias, "axis");
-  const auto probe_params = r.value("probe", nlohmann::json::object()).value("params", nlohmann::json::object());
+  const auto finite = [](const std::optional<double>& x) { return x && std::isfinite(*x); };
   for (const char* statistic : {"signed", "magnitude"}) {
     std::vector<PointLabel> mine;
-    for (const auto& b : bias.value(statistic, nlohmann::json::object()).value("flagged", nlohmann::json::array())) {
-      if (!b.is_object() || !b.contains("bucket") || !b.at("bucket").is_number_integer() || !b.contains("ulp_effect") ||
-          !finite(b.at("ulp_effect")) || !b.contains("effect") || !finite(b.at("effect")))
-        continue;
-      const double x = b.at("ulp_effect").get<double>(), y = b.at("effect").get<double>();
+    for (const auto& b : bias.flagged) {
+      if (b.statistic != statistic || !finite(b.ulp_effect) || !finite(b.effect)) continue;
+      const double x = *b.ulp_effect, y = *b.effect;
       if (!(x > 0) || !(y > 0)) continue;
-      const double z = b.contains("z") && b.at("z").is_number() ? std::fabs(b.at("z").get<double>()) : 0.0;
-      mine.push_back({x, y, z, bucket_label(axis, b.at("bucket").get<std::int64_t>(), probe_params)});
+      mine.push_back({x, y, b.z ? std::fabs(*b.z) : 0.0, b.label});
     }
     std::sort(mine.begin(), mine.end(), [](const auto& a, const auto& b) { return a.abs_z > b.abs_z; });
     // Flagged buckets cluster: a label is placed only where it does not cover one already
@@ -333,28 +323,25 @@ ControlPlots plan_plots(const nlohmann::json& r, const std::vector<double>& khat
     }
   }
   for (const char* statistic : {"signed", "magnitude"}) {
-    const auto& s = bias.value(statistic, nlohmann::json::object());
     for (const char* verdict : {"PASS", "WARN", "FAIL"}) {
       DataFile d(group_file(group));
-      for (const char* list : {"flagged", "top"}) {
-        for (const auto& b : s.value(list, nlohmann::json::array())) {
-          // Log axes: a bucket with no difference at all (0, 0) has no place on them, nor one
-          // with sd = 0 (an infinite standardized effect).
-          if (b.value("verdict", "") != verdict || !finite(b.at("ulp_effect")) || !finite(b.at("effect"))) continue;
-          const double x = b.at("ulp_effect").get<double>(), y = b.at("effect").get<double>();
-          if (!(x > 0) || !(y > 0)) continue;
-          x_lo = std::min(x_lo, x), x_hi = std::max(x_hi, x), y_lo = std::min(y_lo, y), y_hi = std::max(y_hi, y);
-          d << fmt::format("{:.17g} {:.17g}\n", x, y);
-          ++points;
-          ++group_points[group];
-        }
+      for (const auto& b : bias.kept) {
+        // Log axes: a bucket with no difference at all (0, 0) has no place on them, nor one
+        // with sd = 0 (an infinite standardized effect).
+        if (b.statistic != statistic || b.verdict != verdict || !finite(b.ulp_effect) || !finite(b.effect)) continue;
+        const double x = *b.ulp_effect, y = *b.effect;
+        if (!(x > 0) || !(y > 0)) continue;
+        x_lo = std::min(x_lo, x), x_hi = std::max(x_hi, x), y_lo = std::min(y_lo, y), y_hi = std::max(y_hi, y);
+        d << fmt::format("{:.17g} {:.17g}\n", x, y);
+        ++points;
+        ++group_points[group];
       }
       d.close();
       ++group;
     }
   }
   if (points > 0) {
-    const double c = th.value("c", 0.3), cm = th.value("c_magnitude", 0.2), s_min = th.value("s_min", 0.2);
+    const double c = bias.c.value_or(0.3), cm = bias.c_magnitude.value_or(0.2), s_min = bias.s_min.value_or(0.2);
     // The key goes bottom right, where a bias plane has the fewest points (large ULP effects
     // with small standardized ones), away from the flagged buckets' names.
     gp << "set output " << gp_file((dir / svg("bias")).string()) << "\nset logscale xy\nset key bottom right\n"
@@ -429,28 +416,6 @@ std::string history_plot(const std::vector<runner::HistoryPoint>& h, const fs::p
         "lc rgb '#c02020' title 'max |z| (bias)' axes x1y2\nunset y2tics\nunset y2label\nset ytics mirror\n"
         "set xdata\nset format x '% h'\n";
   return file;
-}
-
-// A bucket in the family's own terms: "channel 29", "position 17 x pair 5", "head 3 x
-// position 40". The composite axes are decoded with the probe's shape (the kernels' bucket_ids:
-// rotary.cpp t·(head_dim/2) + pair, attention.cpp head·tokens + position); without it the
-// bare index is shown.
-std::string bucket_label(const std::string& axis, std::int64_t bucket, const nlohmann::json& probe_params) {
-  const auto size = [&](const char* key) -> std::int64_t {
-    if (!probe_params.is_object() || !probe_params.contains(key) || !probe_params.at(key).is_number_integer()) return 0;
-    return probe_params.at(key).get<std::int64_t>();
-  };
-  if (axis == "position_frequency" && size("shape.head_dim") >= 2) {
-    const auto half = size("shape.head_dim") / 2;
-    return fmt::format("position {} x pair {}", bucket / half, bucket % half);
-  }
-  // Attention's key-side gradients (dk, dv) bucket over kv_tokens: decoded only where the two agree.
-  const bool kv_differs = size("shape.kv_tokens") > 0 && size("shape.kv_tokens") != size("shape.tokens");
-  if (axis == "head_position" && size("shape.tokens") >= 1 && !kv_differs) {
-    const auto tokens = size("shape.tokens");
-    return fmt::format("head {} x position {}", bucket / tokens, bucket % tokens);
-  }
-  return (axis.empty() ? std::string("bucket") : axis) + " " + std::to_string(bucket);
 }
 
 }  // namespace kcert::report

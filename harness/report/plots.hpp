@@ -12,6 +12,7 @@
 #include <utility>
 #include <vector>
 
+#include "harness/report/control_view.hpp"
 #include "harness/runner/nightly.hpp"
 
 namespace kcert::report {
@@ -21,9 +22,9 @@ struct ControlPlots {
 };
 
 // Writes the data and the gnuplot script of one control's plots; returns the figures it
-// will produce. `r` is the control's result document, `dir` is out/plots, `stem` the
-// control's file name (store::safe_file_name).
-ControlPlots plan_plots(const nlohmann::json& r, const std::vector<double>& khat, const std::filesystem::path& dir,
+// will produce. `v` is the control's typed view (control_view.hpp), `dir` is out/plots, `stem`
+// the control's file name (store::safe_file_name).
+ControlPlots plan_plots(const ControlView& v, const std::vector<double>& khat, const std::filesystem::path& dir,
                         const std::string& stem, std::ostringstream& gp);
 
 // The history plot's data and script (U and max |z| over runs); its SVG's file name, or ""
@@ -34,9 +35,5 @@ std::string history_plot(const std::vector<runner::HistoryPoint>& h, const std::
 // Runs gnuplot on `script` inside `dir`, its output in the file `log` there; false, with the
 // reason in `why`, when it cannot start or fails.
 bool run_gnuplot(const std::filesystem::path& dir, const std::string& script, const std::string& log, std::string& why);
-
-// A bucket in the family's own terms ("channel 29", "position 17 x pair 5"): the bias plane's
-// labels and the pages' flagged-bucket table.
-std::string bucket_label(const std::string& axis, std::int64_t bucket, const nlohmann::json& probe_params);
 
 }  // namespace kcert::report

@@ -1,6 +1,7 @@
 // The report's plots apart from its pages (report/plots.hpp): bucket names in the family's
-// terms, one control's plot data and script planned from a document made here, and gnuplot's
-// failure to start said, not thrown. The pages with real gnuplot are tests/report/test_report.sh.
+// terms (control_view.hpp, shared with the pages), one control's plot data and script planned
+// from a document made here, and gnuplot's failure to start said, not thrown. The pages with
+// real gnuplot are tests/report/test_report.sh.
 #include "tests/catch_torch.hpp"
 
 #include <filesystem>
@@ -10,6 +11,7 @@
 
 #include <unistd.h>
 
+#include "harness/report/control_view.hpp"
 #include "harness/report/plots.hpp"
 
 namespace fs = std::filesystem;
@@ -48,7 +50,7 @@ TEST_CASE("plan_plots writes a control's plot data and a script that names its f
   std::vector<double> khat;
   for (int i = 0; i < 64; ++i) khat.push_back(i % 4 == 0 ? 0.0 : 0.01 * i);
   std::ostringstream gp;
-  const auto plots = kcert::report::plan_plots(r, khat, dir, "c", gp);
+  const auto plots = kcert::report::plan_plots(kcert::report::control_view(r), khat, dir, "c", gp);
   std::vector<std::string> files;
   for (const auto& [file, caption] : plots.figures) {
     files.push_back(file);

@@ -71,8 +71,9 @@ for bad in $'x\n!touch '"$work"'/pwned' "../escape" ""; do
 done
 [[ ! -e $work/pwned && ! -e $work/.kcert/escape.jsonl ]] || fail "a refused run id left a file"
 # A crafted results.json: 100,000-deep nesting (segfaulted the parse), fields of the wrong
-# type at the top, in a result and deep in one (nlohmann's internal error), invalid JSON.
-# Each is exit 2 with the file and the field named, no crash, no "[json.exception".
+# type at the top, in a result and deep in one (a plot's settings and floors, once
+# nlohmann's internal error), invalid JSON. Each is exit 2 with the file and the field named,
+# no crash, no "[json.exception".
 /usr/bin/python3 - "$work" <<'PY'
 import copy, json, os, sys
 work = sys.argv[1]
@@ -103,8 +104,8 @@ check_crafted() {  # NAME EXPECTED-TEXT
 check_crafted deep "nested deeper than 64 levels"
 check_crafted environments_numbers "environments: expected a list of strings"
 check_crafted gates_string "results[0] (id 'hostile_links').gates: expected an object"
-check_crafted warn_k_string "results[0] (id 'hostile_links'): a field has the wrong type (type must be number, but is string)"
-check_crafted threshold_list "results[0] (id 'hostile_links'): a field has the wrong type"
+check_crafted warn_k_string "results[0] (id 'hostile_links').gates.variance.tail.settings.warn_K: expected a number"
+check_crafted threshold_list "results[0] (id 'hostile_links').gates.bias.thresholds.c: expected a number"
 check_crafted results_object "results: expected a list of results"
 check_crafted not_json "not valid JSON (at byte"
 # results.json as a FIFO or a link to /dev/zero (issue 53, item 9): `kcert report` waited for a
