@@ -42,6 +42,9 @@ class PairSource {
   // Bytes of the last batch's per-replicate inputs in fp64, per replicate (batch sizing of a
   // family kcert has no footprint for).
   virtual double last_input_bytes_fp64() const = 0;
+  // What the source saw beside the outputs that the algebra gate judges (a gradient's
+  // structural defects, its own forward's VJP), handed to it before it decides.
+  virtual void report_findings(gates::AlgebraGate& algebra) const {}
 };
 
 class BatchPipeline {

@@ -381,6 +381,7 @@ void run_gates(const contract::TestCase& tc, const kernels::Family& family, stat
   result.output_shape = pipeline.output_shape();
   result.nonfinite = pipeline.nonfinite();
   result.replicates = pipeline.evaluated();
+  source.report_findings(algebra);
   result.algebra = algebra.decide();
   result.bias = bias.decide();
   result.variance = variance.decide();
@@ -468,17 +469,6 @@ CaseResult run_backward(const contract::TestCase& tc_in, const kernels::Registry
       run_gates(r.testcase, family, out_format, pair, ids, device, options, t1, r);
     } catch (const std::exception& e) {
       throw std::runtime_error("gradient " + name + ": " + e.what());
-    }
-    if (!pair.structural().empty()) {
-      r.algebra.verdict = Verdict::fail;
-      r.algebra.reason = pair.structural();
-      r.algebra.applicable = true;  // a missing or misshapen gradient is seen at W: the check ran
-    } else if (r.algebra.verdict == Verdict::fail && pair.own_forward_discrepancy() >= 0) {
-      r.algebra.reason += pair.own_forward_discrepancy() > tc.gates.algebra_tolerance
-                              ? "; the production's backward is not the VJP of its own forward either (it differs from "
-                                "autograd of that forward by " + std::to_string(pair.own_forward_discrepancy()) +
-                                    "): a wrong backward"
-                              : "; the production's backward is the VJP of its own forward: the backward of a different function";
     }
     r.verdict = stats::worst(r.algebra.verdict, stats::worst(r.bias.verdict, r.variance.verdict));
     r.runtime.seconds = seconds_since(t1);

@@ -32,6 +32,11 @@ class GradientPair final : public PairSource {
   PairOutputs evaluate(std::uint64_t first, std::int64_t count) override;
   torch::Tensor production_fp64(std::int64_t k) override;
   double last_input_bytes_fp64() const override { return input_bytes_fp64_; }
+  // The structural defect and the own-forward discrepancy below, as the algebra gate's observations.
+  void report_findings(gates::AlgebraGate& algebra) const override {
+    if (!structural_.empty()) algebra.observe_structural(structural_);
+    if (own_forward_discrepancy_ >= 0) algebra.observe_own_forward(own_forward_discrepancy_);
+  }
 
   // The first structural defect of the production's gradient (missing, wrong shape or dtype),
   // or empty. Such a gradient is judged as zeros: the algebra gate fails it, and the reason is

@@ -32,6 +32,12 @@ AlgebraResult AlgebraGate::decide() const {
   r.tolerance = tolerance_;
   r.worst_discrepancy = worst_;
   r.worst = where_;
+  if (!structural_.empty()) {
+    // Seen at W, on the production's own output: the check ran whatever the exact mode.
+    r.verdict = Verdict::fail;
+    r.reason = structural_;
+    return r;
+  }
   if (!not_applicable_.empty()) {
     r.applicable = false;
     r.verdict = Verdict::pass;
@@ -47,6 +53,12 @@ AlgebraResult AlgebraGate::decide() const {
     r.verdict = Verdict::pass;
     r.reason = "same function on " + std::to_string(replicates_) + " fp64 replicates (max discrepancy " +
                stats::format_number(worst_) + ")";
+  }
+  if (r.verdict == Verdict::fail && own_forward_ >= 0) {
+    r.reason += own_forward_ > tolerance_
+                    ? "; the production's backward is not the VJP of its own forward either (it differs from "
+                      "autograd of that forward by " + std::to_string(own_forward_) + "): a wrong backward"
+                    : "; the production's backward is the VJP of its own forward: the backward of a different function";
   }
   return r;
 }

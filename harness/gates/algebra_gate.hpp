@@ -19,6 +19,18 @@ class AlgebraGate final : public Gate {
     not_applicable_ = std::move(why);
   }
 
+  // A gradient's findings beside the fp64 comparison (issue 51, item 4: observations, not an
+  // engine rewriting the verdict). A structural defect (a gradient missing, or of another
+  // shape or dtype, judged as zeros) fails the gate with `problem` as its reason, whatever the
+  // comparison says; the first one kept.
+  void observe_structural(const std::string& problem) {
+    if (structural_.empty()) structural_ = problem;
+  }
+  // Where the production declares its own backward: how far it is, relative, from autograd of
+  // the production's own forward (fp64, the gate's replicates). A failing gate's reason then
+  // tells a wrong backward (beyond the tolerance) from the backward of a different function.
+  void observe_own_forward(double discrepancy) { own_forward_ = discrepancy; }
+
   // How many of the `count` replicates starting at `first` need the fp64 production run.
   std::uint64_t fp64_replicates(std::uint64_t first, std::uint64_t count) const;
 
@@ -34,6 +46,8 @@ class AlgebraGate final : public Gate {
   bool pattern_mismatch_ = false;
   int replicates_ = 0;
   std::string not_applicable_;
+  std::string structural_;
+  double own_forward_ = -1.0;  // negative: not measured
 };
 
 }  // namespace kcert::gates

@@ -349,6 +349,47 @@ TEST_CASE("algebra gate reports the worst discrepancy, and a pattern mismatch be
   CHECK(r.reason == "NaN/Inf patterns differ under the fp64 policy at replicate 0, element [3], bucket 0");
 }
 
+TEST_CASE("algebra gate takes a gradient's structural defect and its own-forward VJP as observations", "[gates][algebra]") {
+  std::vector<AlgebraObservation> same(1), different(1);
+  same[0].discrepancy = 1e-15;
+  different[0].discrepancy = 0.5;
+  different[0].worst = {0, 7, {7}, 3};
+  // A structural defect fails the gate with its reason, even where the comparison agrees and
+  // even for an opaque production (the defect is seen at W).
+  kcert::gates::AlgebraGate structural(1, 1e-9);
+  structural.not_applicable("opaque production 'p'");
+  structural.observe(ReplicateBatch{0, {}, same, nullptr});
+  structural.observe_structural("the production returned no gradient for w");
+  structural.observe_structural("a second defect");  // the first is kept
+  structural.observe_own_forward(0.3);              // not appended to a structural reason
+  auto r = structural.decide();
+  CHECK(r.verdict == Verdict::fail);
+  CHECK(r.applicable);
+  CHECK(r.reason == "the production returned no gradient for w");
+  CHECK(r.replicates == 1);
+  // The own forward's VJP explains a failing comparison: beyond the tolerance a wrong backward,
+  // within it the backward of a different function.
+  kcert::gates::AlgebraGate wrong(1, 1e-9);
+  wrong.observe(ReplicateBatch{0, {}, different, nullptr});
+  wrong.observe_own_forward(0.25);
+  r = wrong.decide();
+  CHECK(r.verdict == Verdict::fail);
+  CHECK_THAT(r.reason, Catch::EndsWith("; the production's backward is not the VJP of its own forward either (it differs from "
+                                       "autograd of that forward by 0.250000): a wrong backward"));
+  kcert::gates::AlgebraGate other(1, 1e-9);
+  other.observe(ReplicateBatch{0, {}, different, nullptr});
+  other.observe_own_forward(0.0);
+  CHECK_THAT(other.decide().reason,
+             Catch::EndsWith("; the production's backward is the VJP of its own forward: the backward of a different function"));
+  // A passing gate's reason says nothing of it.
+  kcert::gates::AlgebraGate passing(1, 1e-9);
+  passing.observe(ReplicateBatch{0, {}, same, nullptr});
+  passing.observe_own_forward(0.25);
+  r = passing.decide();
+  CHECK(r.verdict == Verdict::pass);
+  CHECK(r.reason == "same function on 1 fp64 replicates (max discrepancy 1e-15)");
+}
+
 TEST_CASE("baseline checks flag on replicate 0 and count fractions over the bias gate's R", "[gates][baselines]") {
   kcert::gates::BaselineChecks checks(4, FloatFormat::bf16);
   std::vector<ReplicateObservation> obs(6);
