@@ -3,7 +3,8 @@
 # the build alone takes ~15 min on 2 cores). Seeds: every control, every golden input and
 # tests/fuzz/corpus (aliases; CTest fuzz_loader_corpus replays them all without libFuzzer).
 #   bench/fuzz-loader.sh [SECONDS (default 600)] [BUILD_DIR (default build-fuzz)] [GCC_BUILD (default build)]
-# Only the loader is built with clang; the family schemas come from GCC_BUILD/libkcert.so.
+# Only the loader (with the schema checks and the file reader) is built with clang; the family
+# schemas come from GCC_BUILD/libkcert.so.
 # Exit 0: no crash, no sanitizer report, no exception other than LoadError. A finding is left
 # as BUILD_DIR/crash-* (or leak-*, timeout-*): add it to tests/cli/golden/inputs with a test.
 set -euo pipefail

@@ -279,8 +279,9 @@ HtmlReportSummary write_html_report(const HtmlReportInput& input, const fs::path
   std::size_t index = 0;
   for (const auto& r : results) {
     const std::size_t i = index++;
-    // A field of the wrong type or missing deep in a crafted result: a clear error naming the
-    // result, not nlohmann's internal message (check_report_document checks what it can first).
+    // The control's parts are read through the lenient typed view after check_report_document
+    // refused what the pages would misdraw; a nlohmann error here (a path this misses) still
+    // names the result, not nlohmann's internal message.
     try {
     const std::string id = text(r, "id");
     const std::string stem = store::safe_file_name(id);
@@ -562,23 +563,26 @@ void check_report_document(const nlohmann::json& doc) {
     }
     for (const char* k : {"unexpected", "references"}) optional(r, q, k, &J::is_array, "a list");
     for (const char* k : {"provenance", "probe", "sweep", "backward"}) optional(r, q, k, &J::is_object, "an object");
-    // The settings and floors the plots draw as lines: a crafted value is refused here, named,
-    // rather than drawn from a default by the lenient typed view.
+    // The settings and floors the plots draw as lines: a crafted value (null included) is
+    // refused here, named, rather than drawn from a default by the lenient typed view.
+    const auto number = [&](const J& o, const std::string& path, const char* key) {
+      if (o.contains(key) && !o.at(key).is_number()) fail(path + key, "a number");
+    };
     const auto& variance = r.at("gates").at("variance");
     optional(variance, q + "gates.variance.", "tail", &J::is_object, "an object");
     if (variance.contains("tail") && variance.at("tail").is_object()) {
       const auto& tail = variance.at("tail");
       optional(tail, q + "gates.variance.tail.", "settings", &J::is_object, "an object");
       if (tail.contains("settings") && tail.at("settings").is_object()) {
-        for (const char* k : {"warn_K", "fail_K", "horizon"})
-          optional(tail.at("settings"), q + "gates.variance.tail.settings.", k, &J::is_number, "a number");
+        for (const char* k : {"warn_K", "fail_K", "horizon"}) number(tail.at("settings"), q + "gates.variance.tail.settings.", k);
       }
     }
     const auto& bias = r.at("gates").at("bias");
     optional(bias, q + "gates.bias.", "thresholds", &J::is_object, "an object");
     if (bias.contains("thresholds") && bias.at("thresholds").is_object()) {
-      for (const char* k : {"z_cut", "s_min", "c", "c_magnitude"})
-        optional(bias.at("thresholds"), q + "gates.bias.thresholds.", k, &J::is_number, "a number");
+      // z_cut is printed only ("-" when null, as a NaN is stored); the other three are lines.
+      optional(bias.at("thresholds"), q + "gates.bias.thresholds.", "z_cut", &J::is_number, "a number");
+      for (const char* k : {"s_min", "c", "c_magnitude"}) number(bias.at("thresholds"), q + "gates.bias.thresholds.", k);
     }
   }
 }

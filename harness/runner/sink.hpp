@@ -23,7 +23,9 @@ class ResultSink {
   // Before the first case: the cases this run will run, in order.
   virtual void run_started(const std::vector<contract::TestCase>& cases) {}
   virtual void case_started(std::size_t index, std::size_t total) {}
-  // While a case runs (replicates done so far); called from the case's thread.
+  // While a case runs (replicates done so far); called from the thread that runs the case, and
+  // under fork isolation from the forked child (what a sink changes there stays there; a
+  // spawned worker reports none).
   virtual void progress(const engine::Progress& p) {}
   // After each case, with every result so far (the newest last): an interrupted run keeps
   // what each sink has written by then.

@@ -228,7 +228,8 @@ engine::CaseResult load_failure_result(const LoadFailure& failure) {
 std::vector<engine::CaseResult> run_cases(const std::vector<contract::TestCase>& cases, const kernels::Registry& registry,
                                           engine::RunOptions options, const SuitePolicy& policy, const Sinks& sinks) {
   if (!sinks.empty()) {
-    options.progress = [&sinks](const engine::Progress& p) {
+    options.progress = [&sinks, caller = std::move(options.progress)](const engine::Progress& p) {
+      if (caller) caller(p);
       for (auto* sink : sinks) sink->progress(p);
     };
   }

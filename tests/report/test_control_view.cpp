@@ -104,7 +104,7 @@ TEST_CASE("a control's view holds what its page shows: sides, references, expect
   CHECK(v.mechanism == "offset added twice");
   CHECK(v.references == std::vector<std::string>{"https://example.org/pr/1", "3"});
   CHECK(v.expectation_stated);
-  // The gates in the order algebra, bias, variance, whatever the document's order.
+  // The gates in the order algebra, bias, variance (the page's order).
   REQUIRE(v.expected_gates.size() == 2);
   CHECK(v.expected_gates[0].first == "algebra");
   CHECK(v.expected_gates[1].second == std::vector<std::string>{"FAIL", "WARN"});

@@ -88,6 +88,7 @@ d = copy.deepcopy(base); d["environments"] = [1, 2]; folder("environments_number
 d = copy.deepcopy(base); d["results"][0]["gates"] = "PASS"; folder("gates_string", d)
 d = copy.deepcopy(base); d["results"][0]["gates"]["variance"]["tail"]["settings"]["warn_K"] = "two"; folder("warn_k_string", d)
 d = copy.deepcopy(base); d["results"][0]["gates"]["bias"]["thresholds"] = {"c": [1]}; folder("threshold_list", d)
+d = copy.deepcopy(base); d["results"][0]["gates"]["variance"]["tail"]["settings"]["horizon"] = None; folder("horizon_null", d)
 d = copy.deepcopy(base); d["results"] = {"a": 1}; folder("results_object", d)
 folder("not_json", text='{"results": [')
 PY
@@ -106,6 +107,8 @@ check_crafted environments_numbers "environments: expected a list of strings"
 check_crafted gates_string "results[0] (id 'hostile_links').gates: expected an object"
 check_crafted warn_k_string "results[0] (id 'hostile_links').gates.variance.tail.settings.warn_K: expected a number"
 check_crafted threshold_list "results[0] (id 'hostile_links').gates.bias.thresholds.c: expected a number"
+# null where a plot draws a line: refused, not drawn from a default
+check_crafted horizon_null "results[0] (id 'hostile_links').gates.variance.tail.settings.horizon: expected a number"
 check_crafted results_object "results: expected a list of results"
 check_crafted not_json "not valid JSON (at byte"
 # results.json as a FIFO or a link to /dev/zero (issue 53, item 9): `kcert report` waited for a
