@@ -44,6 +44,7 @@ void BaselineChecks::observe(const ReplicateBatch& batch) {
 
 Baselines BaselineChecks::decide() const {
   Baselines b = first_;
+  b.assert_close.replicates = b.flash_attention.replicates = b.dynamo_fp64.replicates = n_;
   if (n_ > 0) {
     b.assert_close.fraction = static_cast<double>(close_) / static_cast<double>(n_);
     b.flash_attention.fraction = static_cast<double>(fa_) / static_cast<double>(n_);

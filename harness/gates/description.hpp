@@ -55,7 +55,8 @@ constexpr void describe(V& v, BucketReport::SideBias& s) {
 }
 template <class V>
 constexpr void describe(V& v, BaselineCheck& b) {
-  v(named("flagged", b.flagged), named("fraction", b.fraction), named("first_value", b.first_value));
+  v(named("flagged", b.flagged), named("fraction", b.fraction), named("first_value", b.first_value),
+    named("replicates", b.replicates));
 }
 
 // Whether T has a description.

@@ -146,6 +146,9 @@ struct BaselineCheck {
   bool flagged = false;
   double fraction = 0.0;
   double first_value = 0.0;  // assert_close: violating elements; others: the ratio prod/(allowed)
+  // The replicates `fraction` is over: the bias gate's R, fewer where a non-finite output
+  // stopped the sweep (then the last of them is the one that flagged).
+  std::uint64_t replicates = 0;
 };
 
 struct Baselines {

@@ -410,6 +410,8 @@ TEST_CASE("baseline checks flag on replicate 0 and count fractions over the bias
   CHECK(b.flash_attention.flagged);
   CHECK(b.flash_attention.fraction == 0.5);  // 2 of the first 4; replicates 4, 5 are beyond R
   CHECK(b.dynamo_fp64.fraction == 0.5);
+  CHECK(b.flash_attention.replicates == 4);  // what each fraction is over
+  CHECK(b.assert_close.replicates == 4);
   CHECK(checks.wants_more(0) == 0);  // never asks for replicates of its own
 }
 
@@ -425,6 +427,7 @@ TEST_CASE("baseline checks fail a NaN output as today's checks do (issue 54)", "
   CHECK(b.flash_attention.flagged);
   CHECK(b.dynamo_fp64.flagged);
   CHECK(b.dynamo_fp64.fraction == 1.0);
+  CHECK(b.dynamo_fp64.replicates == 1);  // the sweep stopped at the NaN
 
   // Later: replicate 0 as a user would have seen it (clean), the NaN replicate counted.
   kcert::gates::BaselineChecks later(8, FloatFormat::bf16);
@@ -441,6 +444,7 @@ TEST_CASE("baseline checks fail a NaN output as today's checks do (issue 54)", "
   CHECK_FALSE(b.flash_attention.flagged);
   CHECK(b.flash_attention.fraction == 0.25);
   CHECK(b.assert_close.fraction == 0.25);
+  CHECK(b.assert_close.replicates == 4);
 
   // The fp64 production is the algebra gate's, not an output today's checks compare.
   kcert::gates::BaselineChecks fp64(8, FloatFormat::bf16);

@@ -63,7 +63,7 @@ TEST_CASE("a result document's described parts read back as the result held them
   kcert::engine::CaseResult r;
   r.testcase.id = "c";
   r.variance.evidence = {4096, 12, 3, 1365.3, false, 1365.3};
-  r.baselines.flash_attention = {true, 0.5, 3.25};
+  r.baselines.flash_attention = {true, 0.5, 3.25, 64};
   const auto doc = kcert::store::to_json(r);
   const auto e = kcert::store::read_described<kcert::gates::VarianceEvidence>(doc.at("gates").at("variance").at("evidence"), "evidence");
   CHECK(e.replicates == 4096u);
@@ -76,6 +76,7 @@ TEST_CASE("a result document's described parts read back as the result held them
   CHECK(fa.flagged);
   CHECK(fa.fraction == 0.5);
   CHECK(fa.first_value == 3.25);
+  CHECK(fa.replicates == 64u);  // a field the description gained: written and read with no code of its own
 }
 
 TEST_CASE("a described field of another type is named; one a document lacks keeps its default", "[store][description]") {
