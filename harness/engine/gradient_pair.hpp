@@ -40,7 +40,7 @@ class GradientPair final : public PairSource {
 
   // The first structural defect of the production's gradient (missing, wrong shape or dtype),
   // or empty. Such a gradient is judged as zeros: the algebra gate fails it, and the reason is
-  // this message.
+  // this message (handed over by report_findings).
   const std::string& structural() const { return structural_; }
   // Where the production declares its own backward: the largest difference, relative to the
   // largest |value|, between it and autograd of the production's forward, both fp64 on the

@@ -2,7 +2,9 @@
 #include <string>
 // Gate ① (method.md §2): do reference and production compute the same real function? Both
 // run under the fp64 policy on the first N_alg replicates; PASS when every relative
-// discrepancy d_r is within tol_alg and the NaN/Inf patterns agree.
+// discrepancy d_r is within tol_alg, the NaN/Inf patterns agree and no structural defect of a
+// gradient was observed. A failing gate's reason may carry what the production's own
+// forward says of its backward (observe_own_forward).
 #include "harness/gates/gate.hpp"
 #include "harness/gates/results.hpp"
 

@@ -147,7 +147,8 @@ struct BaselineCheck {
   double fraction = 0.0;
   double first_value = 0.0;  // assert_close: violating elements; others: the ratio prod/(allowed)
   // The replicates `fraction` is over: the bias gate's R, fewer where a non-finite output
-  // stopped the sweep (then the last of them is the one that flagged).
+  // stopped the sweep (the earlier batches' replicates and the one that held it, which
+  // flagged: the sweep keeps no replicate of that batch).
   std::uint64_t replicates = 0;
 };
 
