@@ -29,6 +29,21 @@ const nlohmann::json& object_at(const nlohmann::json& j, const char* key) {
   static const nlohmann::json none = nlohmann::json::object();
   return j.is_object() && j.contains(key) && j.at(key).is_object() ? j.at(key) : none;
 }
+// A string that may be absent (nullopt then, or when of another type).
+std::optional<std::string> optional_text_at(const nlohmann::json& j, const char* key) {
+  if (!j.is_object() || !j.contains(key) || !j.at(key).is_string()) return std::nullopt;
+  return j.at(key).get<std::string>();
+}
+bool bool_at(const nlohmann::json& j, const char* key, bool otherwise) {
+  return j.is_object() && j.contains(key) && j.at(key).is_boolean() ? j.at(key).get<bool>() : otherwise;
+}
+// A list's entries as text: a string as it is, anything else as its JSON.
+std::vector<std::string> texts_at(const nlohmann::json& j, const char* key) {
+  std::vector<std::string> out;
+  if (!j.is_object() || !j.contains(key) || !j.at(key).is_array()) return out;
+  for (const auto& x : j.at(key)) out.push_back(x.is_string() ? x.get<std::string>() : x.dump());
+  return out;
+}
 
 PointView point_view(const nlohmann::json& p) {
   PointView v;
@@ -43,8 +58,7 @@ PointView point_view(const nlohmann::json& p) {
   v.algebra = text_at(p, "algebra");
   v.bias = text_at(p, "bias");
   v.variance = text_at(p, "variance");
-  if (p.contains("algebra_applicable") && p.at("algebra_applicable").is_boolean())
-    v.algebra_applicable = p.at("algebra_applicable").get<bool>();
+  v.algebra_applicable = bool_at(p, "algebra_applicable", true);
   v.U = number_at(p, "U");
   v.max_abs_z = number_at(p, "max_abs_z");
   return v;
@@ -100,7 +114,7 @@ BiasView bias_view(const nlohmann::json& d) {
       f.z = number_at(b, "z");
       f.effect = number_at(b, "effect");
       f.verdict = text_at(b, "verdict");
-      f.attributed = b.contains("attributed") && b.at("attributed").is_boolean() && b.at("attributed").get<bool>();
+      f.attributed = bool_at(b, "attributed", false);
       v.flagged.push_back(std::move(f));
     }
   }
@@ -147,22 +161,17 @@ ControlView control_view(const nlohmann::json& d) {
   if (d.contains("runtime") && d.at("runtime").is_object() && d.at("runtime").contains("seconds") &&
       d.at("runtime").at("seconds").is_number())
     v.seconds = d.at("runtime").at("seconds").get<double>();
-  if (d.contains("error") && d.at("error").is_string()) v.error = d.at("error").get<std::string>();
-  if (d.contains("skipped") && d.at("skipped").is_string()) v.skipped = d.at("skipped").get<std::string>();
-  if (d.contains("unexpected") && d.at("unexpected").is_array()) {
-    for (const auto& u : d.at("unexpected")) v.unexpected.push_back(u.is_string() ? u.get<std::string>() : u.dump());
-  }
+  v.error = optional_text_at(d, "error");
+  v.skipped = optional_text_at(d, "skipped");
+  v.unexpected = texts_at(d, "unexpected");
   v.has_expectation = d.contains("expected") && d.at("expected").is_object() && !d.at("expected").empty();
   if (d.contains("expected") && d.at("expected").is_object()) {
     const auto& e = d.at("expected");
     v.expectation_stated = true;
     for (const char* gate : {"algebra", "bias", "variance"}) {
-      if (!e.contains(gate) || !e.at(gate).is_array()) continue;
-      std::vector<std::string> allowed;
-      for (const auto& x : e.at(gate)) allowed.push_back(x.is_string() ? x.get<std::string>() : x.dump());
-      v.expected_gates.emplace_back(gate, std::move(allowed));
+      if (e.contains(gate) && e.at(gate).is_array()) v.expected_gates.emplace_back(gate, texts_at(e, gate));
     }
-    if (e.contains("note") && e.at("note").is_string()) v.expected_note = e.at("note").get<std::string>();
+    v.expected_note = optional_text_at(e, "note");
   }
   for (auto [side, key] : {std::pair{&v.reference, "reference"}, std::pair{&v.production, "production"}}) {
     side->variant = text_at(object_at(d, key), "variant");
@@ -170,9 +179,7 @@ ControlView control_view(const nlohmann::json& d) {
   }
   v.replicates = number_at(d, "replicates");
   v.mechanism = text_at(d, "mechanism");
-  if (d.contains("references") && d.at("references").is_array()) {
-    for (const auto& r : d.at("references")) v.references.push_back(r.is_string() ? r.get<std::string>() : r.dump());
-  }
+  v.references = texts_at(d, "references");
   v.sweep = breakdown_view(d, "sweep", "settings");
   v.backward = breakdown_view(d, "backward", "gradients");
   if (v.backward) {
@@ -186,7 +193,7 @@ ControlView control_view(const nlohmann::json& d) {
   v.torch_version = text_at(object_at(d, "provenance"), "torch_version");
   v.device = text_at(object_at(d, "provenance"), "device");
   v.source = text_at(d, "source");
-  if (d.contains("case_text") && d.at("case_text").is_string()) v.case_text = d.at("case_text").get<std::string>();
+  v.case_text = optional_text_at(d, "case_text");
   if (d.contains("gates") && d.at("gates").is_object()) {
     const auto& g = d.at("gates");
     static const nlohmann::json none = nlohmann::json::object();
@@ -198,17 +205,11 @@ ControlView control_view(const nlohmann::json& d) {
       v.variance_short_of_horizon = eval::variance_pass_short_of_horizon(g.at("variance"));
       v.variance_u = number_at(g.at("variance"), "U");
     }
-    if (g.contains("algebra") && g.at("algebra").is_object() && g.at("algebra").contains("applicable") &&
-        g.at("algebra").at("applicable").is_boolean())
-      v.algebra_applicable = g.at("algebra").at("applicable").get<bool>();
-    if (g.contains("bias") && g.at("bias").is_object()) {
-      for (const char* statistic : {"signed", "magnitude"}) {
-        const auto& bias = g.at("bias");
-        if (!bias.contains(statistic) || !bias.at(statistic).is_object()) continue;
-        const auto& st = bias.at(statistic);
-        if (st.contains("max_abs_z") && st.at("max_abs_z").is_number())
-          v.max_abs_z = std::max(v.max_abs_z.value_or(-std::numeric_limits<double>::infinity()), st.at("max_abs_z").get<double>());
-      }
+    v.algebra_applicable = bool_at(object_at(g, "algebra"), "applicable", true);
+    for (const char* statistic : {"signed", "magnitude"}) {
+      const auto& st = object_at(object_at(g, "bias"), statistic);
+      if (st.contains("max_abs_z") && st.at("max_abs_z").is_number())
+        v.max_abs_z = std::max(v.max_abs_z.value_or(-std::numeric_limits<double>::infinity()), st.at("max_abs_z").get<double>());
     }
   }
   return v;
