@@ -956,6 +956,7 @@ struct GateOptions {
   int samples = 200;
   std::uint64_t seed = 3;
   std::optional<double> check;  // the largest lenient rate accepted on the on-model laws (see gate_study)
+  std::optional<double> check_unwarned;  // the largest unwarned lenient rate accepted on any law (issue 52)
 };
 
 std::vector<std::string> split_list(const std::string& s) {
@@ -1008,10 +1009,11 @@ int gate_study(const GateOptions& o) {
       "The variance gate end to end (kcert::gates::VarianceGate: looks at their share of α, growth to R_max = {}, bounded-tail "
       "check) on K̂ laws with a known r_T at T = {:g}, warn {:g} / fail {:g}; {} runs per cell. 'lenient': the verdict is "
       "below the truth's; 'unwarned' of those: no heavy-tail warning, evidence reaching T and not INCONCLUSIVE; 'stricter': above it. "
-      "'fitted': stopped on a GPD fit (the rest on the thin-tail exponential bound, or on a +inf K̂). 'U covers': U >= r_T on the stopped sample, GPD and thin-tail bounds.\n\n",
+      "'fitted': stopped on a GPD fit (the rest on the thin-tail exponential bound, or on a +inf K̂). 'U covers': U >= r_T on the stopped sample, GPD and thin-tail bounds. "
+      "'caveat': the fitted verdict carries the bounded-tail caveat (the bound over ξ up to 1 reads stricter: heavy_tail.model_matters).\n\n",
       o.r_max, settings.horizon, settings.warn_k, settings.fail_k, o.samples);
-  std::cout << "| law | zeros | R₀ | r_T | truth | PASS / WARN / FAIL | lenient [95 % CI] | unwarned lenient | stricter | fitted | U covers | heavy flagged | mean replicates |\n";
-  std::cout << "|---|---|---|---|---|---|---|---|---|---|---|---|---|\n";
+  std::cout << "| law | zeros | R₀ | r_T | truth | PASS / WARN / FAIL | lenient [95 % CI] | unwarned lenient | stricter | fitted | U covers | heavy flagged | caveat | mean replicates |\n";
+  std::cout << "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n";
   bool ok = true;
   for (const auto& spec : split_list(o.laws)) {
     const KhatLaw unit = parse_law(spec);
@@ -1021,7 +1023,7 @@ int gate_study(const GateOptions& o) {
       const auto truth = st::threshold_verdict(level, settings.warn_k, settings.fail_k);
       for (double r0d : parse_list(o.first)) {
         const auto r0 = static_cast<std::uint64_t>(r0d);
-        int counts[4] = {0, 0, 0, 0}, lenient = 0, unwarned = 0, stricter = 0, fitted = 0, bounded = 0, covers = 0, heavy = 0;
+        int counts[4] = {0, 0, 0, 0}, lenient = 0, unwarned = 0, stricter = 0, fitted = 0, bounded = 0, covers = 0, heavy = 0, caveat = 0;
         double replicates = 0.0;
         for (int sample = 0; sample < o.samples; ++sample) {
           const auto stream = derive_seed(o.seed, static_cast<std::uint64_t>(sample) * 7919ULL + r0 * 104729ULL +
@@ -1041,6 +1043,7 @@ int gate_study(const GateOptions& o) {
           unwarned += r.verdict < truth && !warned;
           stricter += r.verdict > truth;
           heavy += r.tail.heavy.unresolved();
+          caveat += r.tail.heavy.model_matters;
           if (r.tail.mode == st::TailMode::fitted) ++fitted;
           if (r.tail.mode == st::TailMode::fitted || r.tail.mode == st::TailMode::thin_tail) {
             ++bounded;
@@ -1050,11 +1053,11 @@ int gate_study(const GateOptions& o) {
         const double n = o.samples;
         const auto [lo, hi] = wilson(lenient, n);
         std::cout << fmt::format(
-            "| {} | {:g} | {} | {:g} | {} | {:.0f} / {:.0f} / {:.0f} % | {:.3f} [{:.3f}, {:.3f}] | {:.3f} | {:.3f} | {:.0f} % | {} | {:.0f} % | {:.0f} |\n",
+            "| {} | {:g} | {} | {:g} | {} | {:.0f} / {:.0f} / {:.0f} % | {:.3f} [{:.3f}, {:.3f}] | {:.3f} | {:.3f} | {:.0f} % | {} | {:.0f} % | {:.0f} % | {:.0f} |\n",
             unit.shape == "gpd" ? fmt::format("GPD({:+g})", unit.xi) : unit.shape, unit.zeros, r0, level, st::to_string(truth),
             100 * counts[0] / n, 100 * counts[2] / n, 100 * counts[3] / n, lenient / n, lo, hi, unwarned / n, stricter / n,
             100 * fitted / n, bounded > 0 ? fmt::format("{:.3f}", covers / static_cast<double>(bounded)) : std::string("-"),
-            100 * heavy / n, replicates / n);
+            100 * heavy / n, 100 * caveat / n, replicates / n);
         // The promise: on the laws the model describes (GPD with ξ <= 0, with or without zeros)
         // and on a capped K̂ without zeros, the gate is lenient at most at the check's rate (its
         // Wilson interval above it fails), and a capped K̂ well below warn_K PASSes (the
@@ -1064,6 +1067,14 @@ int gate_study(const GateOptions& o) {
           ok = false;
           std::cerr << fmt::format("lenient rate {:.3f} [{:.3f}, {:.3f}] > {:.3f}: {} r_T {:g} R0 {}\n", lenient / n, lo, hi,
                                    *o.check, spec, level, r0);
+        }
+        // Issue 52's promise, on every law: a lenient verdict names its doubt (the heavy-tail
+        // rejection, the caveat of the bounded-tail assumption, evidence short of T or
+        // INCONCLUSIVE) except at most at this rate (its Wilson interval above it fails).
+        if (const auto [ulo, uhi] = wilson(unwarned, n); o.check_unwarned && ulo > *o.check_unwarned) {
+          ok = false;
+          std::cerr << fmt::format("unwarned lenient rate {:.3f} [{:.3f}, {:.3f}] > {:.3f}: {} r_T {:g} R0 {}\n", unwarned / n, ulo, uhi,
+                                   *o.check_unwarned, spec, level, r0);
         }
         if (o.check && unit.shape == "bounded" && unit.zeros == 0.0 && truth == st::Verdict::pass && counts[0] < 0.9 * n) {
           ok = false;
@@ -1459,6 +1470,7 @@ int main(int argc, char** argv) {
   gate->add_option("--samples", go.samples, "runs per cell")->capture_default_str();
   gate->add_option("--seed", go.seed)->capture_default_str();
   gate->add_option("--check", go.check, "exit 1 when a lenient rate on GPD(xi <= 0) or capped laws is above this, or a capped K-hat below warn_K does not PASS");
+  gate->add_option("--check-unwarned", go.check_unwarned, "exit 1 when an unwarned lenient rate on any law is above this (its 95 % interval)");
   RareEventOptions reo;
   auto* rare = app.add_subcommand("rare-event", "a rare discontinuous defect through the variance gate: does a PASS claim the horizon it cannot see?");
   rare->add_option("--bases", reo.bases, "benign K-hat laws SHAPE[:XI][@ZEROS], comma-separated")->capture_default_str();

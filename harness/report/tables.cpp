@@ -183,7 +183,10 @@ void print_case_details(std::ostream& out, const engine::CaseResult& r) {
       const auto& h = t.heavy;
       out << fmt::format("    bounded-tail check: free xi {}, LR {} against {} (one-sided, level {}): {}\n", num(h.xi_free, 3),
                          num(h.lr, 3), num(h.cut, 3), num(t.settings.heavy_tail_level),
-                         !h.rejected ? "holds"
+                         !h.rejected ? (h.model_matters && h.U_unclipped
+                                            ? fmt::format("not rejected, but not shown: U over xi up to {} is {}, the verdict rests on xi <= 0",
+                                                          num(t.settings.heavy_tail_xi_max), num(*h.U_unclipped))
+                                            : std::string("holds"))
                          : h.bounded_q ? fmt::format("rejected at q{}, bounded above q{} (xi {}, LR {}): fitted there",
                                                      num(t.settings.tail_q), num(*h.bounded_q), num(h.bounded_xi, 3), num(h.bounded_lr, 3))
                          : h.endpoint ? fmt::format("rejected at q{}, but the largest {} exceedances close on an endpoint (spacing ratio {} < {}): "

@@ -118,10 +118,13 @@ struct HeavyTailCheck {
   double cut = 0.0;         // χ²₁(2·level - 1)
   bool rejected = false;    // lr > cut: the tail at u is heavier than the model allows
   double U_clipped = 0.0;   // the profile bound over ξ in [-1, 0] (at least max K̂ on a ξ = -1 fit)
-  // The profile bound over ξ in [-1, heavy_tail_xi_max], computed when ξ̂ > 0 on the sample used.
+  // The profile bound over ξ in [-1, heavy_tail_xi_max], computed on every fit (unset only where
+  // no fit was made: a document or wire message from before issue 52 may lack it where ξ̂ <= 0).
   std::optional<double> U_unclipped;
-  // Not rejected, ξ̂ > 0, and the two bounds give different verdicts: the verdict rests on
-  // the untested ξ ≤ 0 assumption, which its reason says.
+  // Not rejected, not decided by the maximum, and the unclipped bound gives a stricter verdict
+  // than the clipped one: the verdict rests on the ξ ≤ 0 assumption the data do not show (ξ̂ at
+  // or below 0 included: from 50-400 exceedances the profile rarely excludes ξ > 0), which its
+  // reason says.
   bool model_matters = false;
   // Set when a higher threshold shows a bounded tail (the rejection is resolved there).
   std::optional<double> bounded_q;  // the tail_q of that threshold

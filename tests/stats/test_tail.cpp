@@ -350,6 +350,40 @@ TEST_CASE("an on-model thin tail passes the bounded-tail check", "[tail][heavy]"
   CHECK(a.heavy.lr <= a.heavy.cut);
   CHECK(a.tail_q == 0.9);
   CHECK(a.verdict == Verdict::pass);
+  // 400 exceedances of a xi = -0.3 tail: the profile's xi range stays below 0, so dropping the
+  // clip changes nothing and no caveat is given.
+  REQUIRE(a.heavy.U_unclipped);
+  CHECK(*a.heavy.U_unclipped == Approx(a.heavy.U_clipped).epsilon(1e-6));
+  CHECK_FALSE(a.heavy.model_matters);
+  CHECK_THAT(a.reason, !Catch::Contains("bounded-tail assumption"));
+}
+
+TEST_CASE("a fit with xi-hat <= 0 whose profile still reaches xi > 0 says the bound rests on the clip (issue 52)", "[tail][heavy]") {
+  // An exponential tail, 100 exceedances, scaled so the clipped bound PASSes: xi-hat lands on
+  // either side of 0, and the profile over xi up to 1 reaches a tail heavy enough to pass
+  // warn_K at T. Before issue 52 the caveat was given only where xi-hat > 0, so a GPD(+0.1) tail
+  // whose sample read xi-hat <= 0 was lenient with no word of the assumption.
+  bool seen = false;
+  for (std::uint64_t seed = 1; seed < 60 && !seen; ++seed) {
+    kcert::stats::SplitMix64 rng(seed);
+    std::vector<double> k(1000);
+    for (auto& v : k) v = gpd_sample(rng, 0.0, 0.09);
+    const auto a = analyze_tail(k, no_bootstrap());
+    REQUIRE(a.mode == TailMode::fitted);
+    if (a.heavy.xi_free > 0.0 || a.verdict != Verdict::pass) continue;
+    seen = true;
+    INFO(a.reason);
+    CHECK_FALSE(a.heavy.rejected);
+    CHECK(a.heavy.lr == 0.0);
+    REQUIRE(a.heavy.U_unclipped);
+    CHECK(*a.heavy.U_unclipped > 2.0);
+    CHECK(a.heavy.U_clipped <= 2.0);
+    CHECK(a.heavy.model_matters);
+    CHECK(a.U == a.heavy.U_clipped);  // a caveat, not a verdict
+    CHECK_THAT(a.reason, Catch::Contains("bounded-tail assumption not shown by the data") &&
+                             Catch::Contains("<= 0, but the profile does not exclude xi > 0"));
+  }
+  CHECK(seen);
 }
 
 TEST_CASE("on a fitted tail the maximum decides WARN and FAIL where the bound reads lower (issue 54)", "[tail]") {
