@@ -1176,8 +1176,8 @@ int rare_event_study(const RareEventOptions& o) {
 
 // analyze_tail on samples with a fixed count of exceedances over q0.9 (R = n / 0.1 / (1 - zeros)),
 // K̂ from a law with a known r_T. 'before': the verdict the analysis gave before the endpoint
-// test (an unresolved heavy-tail rejection: WARN at least on the bound over ξ up to 1),
-// reconstructed from the same analysis; 'after': today's.
+// test (an unresolved heavy-tail rejection: WARN at least on the bound over ξ up to 1) and the
+// atom rule (the bound over ξ <= 0), reconstructed from the same analysis; 'after': today's.
 struct CappedOptions {
   std::string laws = "bounded,capped,bounded@0.8,capped@0.8,gpd:0,gpd:0.2,gpd:0.5,mix";
   std::string levels = "1,1.9,2.6,11";
@@ -1195,9 +1195,10 @@ int capped_study(const CappedOptions& o) {
   std::cout << fmt::format(
       "Capped and heavy K̂ laws through the tail analysis at a fixed count of exceedances over q{:g} ({} samples per cell; "
       "T = {:g}, warn {:g} / fail {:g}). 'heavy at u': the bounded-tail LR test rejects over u; 'resolved above': a higher "
-      "threshold shows the bounded tail; 'endpoint': the top order statistics close on an endpoint (issue 54), and the "
-      "maximum decides. 'before': the verdict without the endpoint test (WARN at least, U over ξ up to {:g}), from the same "
-      "analysis. 'flagged': WARN or FAIL. 'short': a PASS the maximum decided, its evidence stopping at R/3.\n\n",
+      "threshold shows the bounded tail; 'endpoint': the top order statistics close on an endpoint, or (no rejection) the "
+      "maximum is an atom the fit's bound reads past (issue 54), and the maximum decides. 'before': the verdict without the "
+      "endpoint test and the atom rule (after a rejection WARN at least, U over ξ up to {:g}; at an atom the bound over "
+      "ξ <= 0), from the same analysis. 'flagged': WARN or FAIL. 'short': a PASS the maximum decided, its evidence stopping at R/3.\n\n",
       settings.tail_q, o.samples, settings.horizon, warn, fail, settings.heavy_tail_xi_max);
   std::cout << "| law | zeros | exceedances | r_T | truth | heavy at u | resolved above | endpoint [95 % CI] | before PASS / WARN / FAIL | after PASS / WARN / FAIL | flagged before -> after [95 % CI] | short |\n";
   std::cout << "|---|---|---|---|---|---|---|---|---|---|---|---|\n";
@@ -1223,10 +1224,13 @@ int capped_study(const CappedOptions& o) {
           const auto& h = a.heavy;
           heavy += h.rejected;
           resolved += h.bounded_q.has_value();
-          endpoint += h.endpoint.has_value();
+          endpoint += h.endpoint.has_value() || h.atom;
           st::Verdict old = a.verdict;
-          if (h.endpoint) {
-            old = st::worst(st::threshold_verdict(*h.U_unclipped, warn, fail), st::Verdict::warn);
+          if (h.endpoint || h.atom) {
+            // Before the endpoint test and the atom rule: a rejection stood (WARN at least, U over
+            // ξ up to 1); an atom at the maximum did not count, and the bound over ξ <= 0 decided.
+            old = h.endpoint ? st::worst(st::threshold_verdict(*h.U_unclipped, warn, fail), st::Verdict::warn)
+                             : st::threshold_verdict(h.U_clipped, warn, fail);
             if (st::maximum_is_a_floor(a.khat.count, settings.horizon)) old = st::worst(old, st::threshold_verdict(a.khat.max, warn, fail));
             shortened += a.maximum_decides() && a.verdict == st::Verdict::pass;  // read from the maximum: short of T
           }

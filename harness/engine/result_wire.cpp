@@ -89,7 +89,7 @@ template <class A> void fields(A& a, stats::KhatSummary& k) {
 }
 template <class A> void fields(A& a, stats::HeavyTailCheck& h) {
   a(h.tested, h.xi_free, h.lr, h.cut, h.rejected, h.U_clipped, h.U_unclipped, h.model_matters, h.bounded_q, h.bounded_xi,
-    h.bounded_lr, h.bounded_cut, h.endpoint);
+    h.bounded_lr, h.bounded_cut, h.endpoint, h.tied_at_maximum, h.atom);
 }
 template <class A> void fields(A& a, stats::TailAnalysis& t) {
   a(t.settings, t.khat, t.mode, t.u, t.n_exc, t.zeta, t.free_fit, t.clipped_fit, t.r_t, t.lower, t.se, t.bootstrap_used, t.U,

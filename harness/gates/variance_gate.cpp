@@ -61,7 +61,8 @@ VarianceEvidence evidence_of(const stats::TailAnalysis& t) {
   // extrapolates replicates that do not show the tail (issue 54), under a ξ <= 0 nothing has
   // tested (issue 52: a WARN read from the maximum says nothing of r_T <= fail_K on a heavy
   // tail). With no K̂ above 0 the sample supports R/3 (rule of three).
-  // A fit whose verdict the maximum decided (a heavy-looking tail closing on an endpoint)
+  // A fit whose verdict the maximum decided (a heavy-looking tail closing on an endpoint, or an
+  // atom at a cap the fit read past)
   // reaches T only when that maximum FAILs, as a thin tail's: below, R/3.
   const bool fit_short = t.maximum_decides() && t.verdict != stats::Verdict::fail;  // fitted: only a fit has an endpoint
   e.horizon = fit_short                         ? e.unseen_event_horizon

@@ -183,7 +183,10 @@ void print_case_details(std::ostream& out, const engine::CaseResult& r) {
       const auto& h = t.heavy;
       out << fmt::format("    bounded-tail check: free xi {}, LR {} against {} (one-sided, level {}): {}\n", num(h.xi_free, 3),
                          num(h.lr, 3), num(h.cut, 3), num(t.settings.heavy_tail_level),
-                         !h.rejected ? (h.model_matters && h.U_unclipped
+                         !h.rejected ? (h.atom ? fmt::format("holds, but the bound reads past a maximum that is an atom ({} replicates at it, "
+                                                             "a cap reached): max K-hat decides",
+                                                             h.tied_at_maximum)
+                                        : h.model_matters && h.U_unclipped
                                             ? fmt::format("not rejected, but not shown: U over xi up to {} is {}, the verdict rests on xi <= 0",
                                                           num(t.settings.heavy_tail_xi_max), num(*h.U_unclipped))
                                             : std::string("holds"))

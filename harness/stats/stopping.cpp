@@ -49,8 +49,9 @@ SamplingStep next_sampling_step(const TailAnalysis& a, std::uint64_t replicates,
         // exceedances mix two scales needs ~50 over q0.99) or keeps the WARN-or-worse verdict.
         settled = h.U_clipped > fail || a.khat.max > fail;
       } else if (a.maximum_decides()) {
-        // [max K̂, U over ξ ≤ 0], as on the thin route: the maximum decides the verdict, and
-        // more data narrows U or shows the bounded tail above a higher threshold.
+        // [max K̂, U over ξ ≤ 0], as on the thin route: the maximum decides the verdict (a top
+        // closing on an endpoint, or an atom at a cap), and more data narrows U, shows the
+        // bounded tail above a higher threshold, or lets the fit see the cap.
         settled = interval_clear_of(a.khat.max, a.U, warn) && interval_clear_of(a.khat.max, a.U, fail);
       } else {
         // The sample maximum is a floor as on the thin route: a K̂ past fail_K is a FAIL that

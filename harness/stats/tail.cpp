@@ -99,6 +99,12 @@ std::optional<EndpointEvidence> endpoint_test(std::span<const double> ascending,
   return std::nullopt;
 }
 
+std::size_t tied_at_maximum(std::span<const double> ascending) {
+  std::size_t tied = 0;
+  for (auto it = ascending.rbegin(); it != ascending.rend() && *it == ascending.back(); ++it) ++tied;
+  return tied;
+}
+
 double quantile_sorted(std::span<const double> sorted, double q) {
   if (sorted.empty()) throw std::invalid_argument("quantile_sorted: empty sample");
   if (!(q >= 0.0 && q <= 1.0)) {
@@ -319,14 +325,22 @@ TailAnalysis analyze_tail(std::span<const double> k_hat, const VarianceSettings&
   // No higher threshold showed a bounded tail (often for want of exceedances: a capped K̂ whose
   // two scales need ~50 over q0.99): the top order statistics may still show the endpoint (a
   // cluster at the cap, or ties at it), at the same level (issue 54).
-  if (h.rejected && !h.bounded_q) h.endpoint = endpoint_test(peaks.exceedances, settings.heavy_tail_level);
   // ξ̂ = -1 ("uniform up to the largest exceedance"): the profile handles the boundary; the
   // maximum is a floor under U (r_T at a horizon past R cannot lie below the sample maximum
   // by much, and a bound below it would be read as one).
   a.boundary_fit = a.clipped_fit->at_lower_bound;
-  const bool heavy_unresolved = h.unresolved();
   const auto clipped = profile_return_level(peaks.exceedances, a.u, a.zeta, settings.horizon, settings.profile_level, 0.0);
   h.U_clipped = a.boundary_fit ? std::max(clipped.upper, s.max) : clipped.upper;
+  if (h.rejected && !h.bounded_q) h.endpoint = endpoint_test(peaks.exceedances, settings.heavy_tail_level);
+  // An atom at the top (issue 54): several replicates at exactly the largest K̂, which a
+  // continuous tail never gives, is a cap reached, and a fit over ξ ≤ 0 that reads past it
+  // extrapolates a tail the cap does not have. The atom itself is the evidence (the endpoint
+  // test is no help here: a block of ties makes its statistic 0, or, beyond 48 ties, leaves no
+  // split to read). On a continuous law (every GPD) this never applies.
+  h.tied_at_maximum = tied_at_maximum(peaks.exceedances);
+  h.atom = !h.rejected && h.tied_at_maximum >= kAtomTies && maximum_is_a_floor(s.count, settings.horizon) &&
+           threshold_verdict(h.U_clipped, warn, fail) > threshold_verdict(s.max, warn, fail);
+  const bool heavy_unresolved = h.unresolved();
   // The bound without the clip says what the ξ ≤ 0 assumption is worth here, on every fit: the
   // LR test has little power from 50-400 exceedances (GPD(+0.1): flagged in 4-40 % of runs), and
   // a GPD(+0.1) sample's ξ̂ often lands at or below 0 while its profile still reaches ξ > 0
@@ -336,10 +350,13 @@ TailAnalysis analyze_tail(std::span<const double> k_hat, const VarianceSettings&
   const auto unclipped = profile_return_level(peaks.exceedances, a.u, a.zeta, settings.horizon, settings.profile_level,
                                               settings.heavy_tail_xi_max);
   h.U_unclipped = unclipped.upper;
-  // Only a stricter reading matters: on a ξ = -1 boundary fit U_clipped is at least max K̂, which
-  // the unclipped profile alone may lie under.
-  h.model_matters = !heavy_unresolved && !a.maximum_decides() &&
-                    threshold_verdict(*h.U_unclipped, warn, fail) > threshold_verdict(h.U_clipped, warn, fail);
+  // Only where the test did not reject (a rejection resolved above a higher threshold has its own
+  // words), and only a reading stricter than the verdict the clipped bound and the maximum give
+  // together (on a ξ = -1 boundary fit U_clipped is at least max K̂, which the unclipped profile
+  // alone may lie under; a maximum past a threshold decides whatever the model).
+  const Verdict clipped_verdict = worst(threshold_verdict(h.U_clipped, warn, fail),
+                                        maximum_is_a_floor(s.count, settings.horizon) ? threshold_verdict(s.max, warn, fail) : Verdict::pass);
+  h.model_matters = !h.rejected && !a.maximum_decides() && threshold_verdict(*h.U_unclipped, warn, fail) > clipped_verdict;
   const auto& bound = heavy_unresolved ? unclipped : clipped;
   a.r_t = bound.estimate;
   a.lower = bound.lower;
@@ -389,17 +406,22 @@ TailAnalysis analyze_tail(std::span<const double> k_hat, const VarianceSettings&
     a.reason += "; heavy tail: free xi-hat = " + format_number(h.xi_free) + ", LR = " + format_number(h.lr) + " > " +
                 format_number(h.cut) + " (one-sided test of xi <= 0 at " + format_number(settings.heavy_tail_level) +
                 "), the bounded-tail model does not hold and no higher threshold shows a bounded tail";
-  } else if (h.endpoint) {
-    const auto& e = *h.endpoint;
+  } else if (h.endpoint || h.atom) {
     const bool by_maximum = a.maximum_decides();
-    a.reason += "; heavy-looking tail at q" + format_number(settings.tail_q) + " (free xi-hat = " + format_number(h.xi_free) +
-                ", LR = " + format_number(h.lr) + " > " + format_number(h.cut) + ") but its top closes on an endpoint (spacing ratio " +
-                format_number(e.ratio) + " < " + format_number(e.cut) + " over the largest " + std::to_string(e.top + 1) +
-                " exceedances, level " + format_number(e.level) + ")" +
-                (by_maximum ? ": max K-hat = " + format_number(s.max) + " decides" : ": the bound over xi <= 0 decides (R >= T/20)");
+    if (h.endpoint) {
+      const auto& e = *h.endpoint;
+      a.reason += "; heavy-looking tail at q" + format_number(settings.tail_q) + " (free xi-hat = " + format_number(h.xi_free) +
+                  ", LR = " + format_number(h.lr) + " > " + format_number(h.cut) + ") but its top closes on an endpoint (spacing ratio " +
+                  format_number(e.ratio) + " < " + format_number(e.cut) + " over the largest " + std::to_string(e.top + 1) +
+                  " exceedances, level " + format_number(e.level) + ")";
+    } else {
+      a.reason += "; the bound reads past max K-hat, but the maximum is an atom (" + std::to_string(h.tied_at_maximum) +
+                  " replicates at exactly " + format_number(s.max) + ", which no continuous tail gives: a cap reached)";
+    }
+    a.reason += by_maximum ? ": max K-hat = " + format_number(s.max) + " decides" : ": the bound over xi <= 0 decides (R >= T/20)";
     // Below FAIL the maximum shows only what R replicates saw: the bound over ξ ≤ 0 rests on the
-    // model the rejection put in doubt, so it cannot carry the verdict to T (a heavy tail the
-    // endpoint test misreads, at its α, would otherwise PASS with evidence claiming T).
+    // model the rejection (or the atom) put in doubt, so it cannot carry the verdict to T (a heavy
+    // tail the endpoint test misreads, at its α, would otherwise PASS with evidence claiming T).
     if (by_maximum && a.verdict != Verdict::fail) {
       a.reason += "; " + std::string(to_string(a.verdict)) + " short of the horizon: read from the maximum, and an excess rarer than 3/R "
                   "per replicate would not have shown in R = " + std::to_string(s.count) + " replicates: shown up to R/3 = " +

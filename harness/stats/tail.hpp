@@ -96,6 +96,16 @@ struct EndpointEvidence {
   double level = 0.0;    // 1 - α/k, the level of this one comparison
 };
 
+// How many of the sorted (ascending) values equal the largest: 0 for an empty span.
+std::size_t tied_at_maximum(std::span<const double> ascending);
+
+// Replicates at exactly the largest K̂ that make it an atom (HeavyTailCheck::atom). A continuous
+// tail puts one replicate at its maximum with probability 1; a K̂ capped by construction puts
+// every replicate that reaches the cap there (min(Exp(cap/4), cap): about 9 of the 500
+// replicates behind 50 exceedances). Three, not two, so that a coarse lattice's coincidence at
+// its largest value is not enough.
+inline constexpr std::size_t kAtomTies = 3;
+
 // The split sizes tried, smallest first; those with 2m + 1 > n are skipped.
 inline constexpr std::size_t kEndpointSplits[] = {2, 3, 4, 6, 8, 12, 16, 24};
 
@@ -134,6 +144,15 @@ struct HeavyTailCheck {
   // exceedances mix two scales, or one with ties at its cap, read as heavy at u. The rejection
   // then cannot raise the verdict past what the maximum shows (TailAnalysis::maximum_decides).
   std::optional<EndpointEvidence> endpoint;
+  // Exceedances equal to the largest K̂ (on every fit).
+  std::size_t tied_at_maximum = 0;
+  // No rejection, the maximum a floor (R < T/20), the fit's bound reading a stricter verdict
+  // than the maximum, and at least kAtomTies replicates at exactly the maximum: an atom, a cap
+  // reached, which no continuous tail shows. A K̂ capped by construction (a double rounding's
+  // largest error) is light and not rejected, but the fit over ξ ≤ 0 reads the cap as part of a
+  // tail and extrapolates past it (issue 54: min(Exp, cap) with the cap at 1.9 read WARN in 52 %
+  // of samples at 50 exceedances). The maximum then decides, as after an endpoint.
+  bool atom = false;
 
   // Rejected and resolved neither above a higher threshold nor by an endpoint: WARN at least,
   // U without the clip.
@@ -188,9 +207,10 @@ struct TailAnalysis {
   double tail_q = 0.0;         // the quantile that set u (settings.tail_q, or a higher one: heavy.bounded_q)
   HeavyTailCheck heavy;
   Verdict verdict = Verdict::pass;
-  // The endpoint test resolved a rejection and the maximum is a floor at this R (R < T/20): the
-  // maximum decides the verdict, which below FAIL is short of the horizon.
-  bool maximum_decides() const { return heavy.endpoint && maximum_is_a_floor(khat.count, settings.horizon); }
+  // The top closes on an endpoint (the endpoint test resolved a rejection, or the maximum is an
+  // atom the fit reads past) and the maximum is a floor at this R (R < T/20): the maximum decides
+  // the verdict, which below FAIL is short of the horizon.
+  bool maximum_decides() const { return (heavy.endpoint || heavy.atom) && maximum_is_a_floor(khat.count, settings.horizon); }
   std::string reason;          // one line, for people
 };
 

@@ -82,7 +82,9 @@ nlohmann::json to_json(const stats::TailAnalysis& a) {
                        {"bounded_above", h.bounded_q ? nlohmann::json{{"tail_q", *h.bounded_q}, {"xi", json_number(h.bounded_xi)},
                                                                         {"lr", json_number(h.bounded_lr)}, {"cut", json_number(h.bounded_cut)}}
                                                      : nlohmann::json(nullptr)},
-                       {"endpoint", h.endpoint ? described_json(*h.endpoint) : nlohmann::json(nullptr)}};
+                       {"endpoint", h.endpoint ? described_json(*h.endpoint) : nlohmann::json(nullptr)},
+                       {"tied_at_maximum", h.tied_at_maximum},
+                       {"atom", h.atom}};
   } else {
     j["heavy_tail"] = nullptr;
   }

@@ -310,6 +310,31 @@ TEST_CASE("a capped K-hat read as heavy, closing on an endpoint: the maximum dec
   CHECK_THAT(r.reason, Catch::Contains("PASS short of the horizon: read from the maximum"));
 }
 
+TEST_CASE("an atom at a cap the fit reads past: the maximum decides, and its PASS reaches R/3 (issue 54)", "[gates][variance]") {
+  // The 1,024 quantiles of Exp(mean 0.35) capped at 1.9 (under warn_K): 4 replicates sit at exactly
+  // the cap. Not rejected as heavy (the tail is light), but the fit over xi <= 0 reads the
+  // exponential body past the cap and bounds r_T above warn_K: a WARN no replicate supports,
+  // for a K-hat that cannot pass 1.9.
+  const double cap = 1.9;
+  const auto r = decide_1024([&](std::size_t i) {
+    const double k = std::min(-0.35 * std::log(1.0 - (static_cast<double>(i) + 0.5) / 1024.0), cap);
+    return (k + 1.0) * 0x1p-7;
+  });
+  INFO(r.reason);
+  REQUIRE(r.tail.mode == kcert::stats::TailMode::fitted);
+  REQUIRE_FALSE(r.tail.heavy.rejected);
+  REQUIRE(r.tail.heavy.U_clipped > 2.0);  // the fit reads past the cap
+  CHECK(r.tail.heavy.tied_at_maximum >= kcert::stats::kAtomTies);
+  REQUIRE(r.tail.heavy.atom);
+  CHECK(r.tail.maximum_decides());
+  CHECK(r.tail.khat.max == Approx(cap));
+  CHECK(r.verdict == Verdict::pass);
+  CHECK(r.evidence.horizon == Approx(1024.0 / 3.0));
+  CHECK_FALSE(r.evidence.reaches_horizon);
+  CHECK_THAT(r.reason, Catch::Contains("which no continuous tail gives: a cap reached)") &&
+                           Catch::Contains("PASS short of the horizon: read from the maximum"));
+}
+
 TEST_CASE("algebra gate reports the worst discrepancy, and a pattern mismatch before it", "[gates][algebra]") {
   kcert::gates::AlgebraGate gate(4, 1e-9);
   CHECK(gate.fp64_replicates(0, 10) == 4);
