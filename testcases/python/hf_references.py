@@ -63,22 +63,42 @@ def transformers_gemma_rmsnorm(inputs, p, params):
     return run_module(GemmaRMSNorm, inputs, params["eps"])
 
 
+def llama_rotary(x, pos, params):
+    """transformers' LlamaRotaryEmbedding for x [B, tokens, heads, head_dim] at positions pos."""
+    heads, head_dim = x.shape[-2], x.shape[-1]
+    config = LlamaConfig(hidden_size=heads * head_dim, num_attention_heads=heads, head_dim=head_dim,
+                         rope_parameters={"rope_type": "default", "rope_theta": params["base"]},
+                         max_position_embeddings=int(pos.max().item()) + 1)
+    return LlamaRotaryEmbedding(config).to(device=x.device)
+
+
 @kcert.variant("rope", "transformers_apply_rotary_pos_emb", params={"base": 10000.0}, unavailable=MISSING, version=VERSION,
                description=f"transformers {RELEASE} LlamaRotaryEmbedding (fp32 tables) + apply_rotary_pos_emb "
                            "on the fp32 values, one rounding")
 @kcert.exact_casts
 def transformers_apply_rotary_pos_emb(inputs, p, params):
     # x [B, tokens, heads, head_dim]; pos [tokens]. The tables are the module's, made for an fp32
-    # input (an input in W would round them to W: R3's arrangement, not this reference's).
+    # input (an input in W would round them to W: R3's arrangement, the variant below).
     x, pos = inputs["x"], inputs["pos"]
-    heads, head_dim = x.shape[-2], x.shape[-1]
-    config = LlamaConfig(hidden_size=heads * head_dim, num_attention_heads=heads, head_dim=head_dim,
-                         rope_parameters={"rope_type": "default", "rope_theta": params["base"]},
-                         max_position_embeddings=int(pos.max().item()) + 1)
     u = p.up(x)
-    rotary = LlamaRotaryEmbedding(config).to(device=x.device)
-    cos, sin = rotary(u, pos.unsqueeze(0))  # [1, tokens, head_dim] in u's dtype
+    cos, sin = llama_rotary(x, pos, params)(u, pos.unsqueeze(0))  # [1, tokens, head_dim] in u's dtype
     q_embed, _ = apply_rotary_pos_emb(u, u, cos, sin, unsqueeze_dim=2)
+    return p.round_w(q_embed)
+
+
+@kcert.variant("rope", "transformers_apply_rotary_pos_emb_model_dtype", params={"base": 10000.0}, unavailable=MISSING,
+               version=VERSION,
+               description=f"transformers {RELEASE} LlamaRotaryEmbedding + apply_rotary_pos_emb as a bf16 Llama runs "
+                           "them: the fp32 tables cast to the input's dtype (cos.to(x.dtype)) and the rotation done in "
+                           "it, each multiply and add rounding (R3's arrangement)")
+@kcert.exact_casts
+def transformers_apply_rotary_pos_emb_model_dtype(inputs, p, params):
+    # The module is given x as the model holds it (W), so its forward returns cos and sin in W and
+    # apply_rotary_pos_emb multiplies and adds in W. Under the exact policy x is fp64 and so is
+    # everything (exact_casts promotes the module's own .float() casts).
+    x, pos = inputs["x"], inputs["pos"]
+    cos, sin = llama_rotary(x, pos, params)(x, pos.unsqueeze(0))
+    q_embed, _ = apply_rotary_pos_emb(x, x, cos, sin, unsqueeze_dim=2)
     return p.round_w(q_embed)
 
 

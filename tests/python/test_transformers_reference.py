@@ -13,6 +13,7 @@ from test_python_variants import SOURCE, comparable, cpp_and_python, with_varian
 transformers = pytest.importorskip("transformers")
 
 HF = SOURCE / "examples/python/hf_rmsnorm.py"
+HF_REFERENCES = SOURCE / "testcases/python/hf_references.py"
 CONTROLS = SOURCE / "testcases"
 
 
@@ -45,6 +46,21 @@ def test_llama_rmsnorm_is_the_cpp_llama_reference_forward_not_backward(tmp_path)
                         ("llama", "llama_recip_sqrt"), ("hf_llama_rmsnorm", "llama_recip_sqrt"), directions=1)
     assert len(b["results"]) == 2 and b["results"][1]["backward"] is not None
     assert comparable(a)[1] != comparable(b)[1]
+
+
+def test_a_bf16_llamas_rotary_embedding_is_r3s_arrangement(tmp_path):
+    # testcases/python/hf_references.py: transformers' LlamaRotaryEmbedding and
+    # apply_rotary_pos_emb given the values in bf16, as a bf16 Llama runs them (its tables cast to
+    # the input's dtype, the rotation in it), give kcert's C++ `neox_w_tables`, R3's production,
+    # bit for bit; given fp32 values they give `neox_fp32`. So the twin control
+    # r3_rope_cos_sin_tables_bf16_transformers is R3 with transformers' code on both sides.
+    cpp, py, a, b = cpp_and_python(tmp_path, CONTROLS / "negative/rope/r3_rope_cos_sin_tables_bf16.yaml",
+                                   ("neox_fp32", "neox_w_tables"),
+                                   ("transformers_apply_rotary_pos_emb", "transformers_apply_rotary_pos_emb_model_dtype"),
+                                   python_file=HF_REFERENCES)
+    assert cpp.returncode == py.returncode, cpp.stdout + cpp.stderr + py.stdout + py.stderr
+    assert b["results"][0]["verdict"] != "ERROR", json.dumps(b["results"][0])[:3000]
+    assert comparable(a) == comparable(b)
 
 
 def test_llama_rmsnorm_as_n3s_reference(tmp_path):
