@@ -31,7 +31,7 @@ cmake --build "$BUILD" --parallel "$(nproc)" --target kcert
 if [[ -f $BUILD/build.ninja ]] && grep -q '^build kcert_man_pages:' "$BUILD/build.ninja"; then
   cmake --build "$BUILD" --target kcert_man_pages >/dev/null
 fi
-# The controls whose reference is transformers' own module (testcases/python/hf_references.py)
+# The controls whose kernels are transformers' own modules (testcases/python/hf_references.py)
 # run in `python -m kcert` workers where this build has the Python module (python/interpreter
 # beside the binary); elsewhere they are SKIPped with the reason.
 # Best effort: a module that does not build or import costs those controls (SKIPped, with the

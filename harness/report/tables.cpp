@@ -320,7 +320,7 @@ void print_falsifiability(std::ostream& out, const eval::Falsifiability& f) {
   row("  assert_close (bf16 rtol 1.6e-2)", f.assert_close, false);
   row("  FlashAttention 2x + 1 ULP rule", f.flash_attention, false);
   row("  dynamo fp64 RMSE 3x rule", f.dynamo_fp64, false);
-  out << fmt::format("  variance PASS short of the horizon (thin-tail bound above warn at T, or no events: ~R/3): {}/{} negatives, {}/{} positives\n",
+  out << fmt::format("  variance PASS short of the horizon (thin-tail bound above warn at T, read from the maximum, or no events: ~R/3): {}/{} negatives, {}/{} positives\n",
                      f.short_evidence_negatives, f.negatives, f.short_evidence_positives, f.positives);
   if (f.algebra_not_applicable_negatives + f.algebra_not_applicable_positives > 0) {
     out << fmt::format("  algebra gate not applicable (opaque production, exact=False; counted as no detection): {}/{} negatives, {}/{} positives\n",
@@ -404,7 +404,7 @@ void markdown_falsifiability(std::ostream& out, const eval::Falsifiability& f) {
                      f.combined.negatives_inconclusive, f.negatives, f.combined.positives_inconclusive, f.positives);
   out << "\nNotes' reference (30 + 35 controls): 29/30 detected, 0/35 FAIL, 2/35 WARN. Expectations met: "
       << f.expectations_met << "/" << (f.negatives + f.positives + f.errors) << ".\n";
-  out << fmt::format("Variance PASS short of the horizon (thin-tail bound above warn at T, or no events): {}/{} negatives, {}/{} positives.{}\n",
+  out << fmt::format("Variance PASS short of the horizon (thin-tail bound above warn at T, read from the maximum, or no events): {}/{} negatives, {}/{} positives.{}\n",
                      f.short_evidence_negatives, f.negatives, f.short_evidence_positives, f.positives,
                      f.confirmed > 0 ? fmt::format(" Variance verdicts confirmed on a fresh replicate set (stored results): {} ({} disagreed).",
                                                    f.confirmed, f.confirmation_disagreed)

@@ -416,7 +416,7 @@ TailAnalysis analyze_tail(std::span<const double> k_hat, const VarianceSettings&
                   " exceedances, level " + format_number(e.level) + ")";
     } else {
       a.reason += "; the bound reads past max K-hat, but the maximum is an atom (" + std::to_string(h.tied_at_maximum) +
-                  " replicates at exactly " + format_number(s.max) + ", which no continuous tail gives: a cap reached)";
+                  " replicates at exactly " + format_number(s.max) + ", no replicate past it: a cap reached in R replicates)";
     }
     a.reason += by_maximum ? ": max K-hat = " + format_number(s.max) + " decides" : ": the bound over xi <= 0 decides (R >= T/20)";
     // Below FAIL the maximum shows only what R replicates saw: the bound over ξ ≤ 0 rests on the

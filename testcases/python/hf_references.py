@@ -1,8 +1,9 @@
 """Hugging Face transformers' own modules as the references of controls (issue 33).
 
 The controls that name this file (`python: [../../python/hf_references.py]`) are twins of C++
-controls: the same probe, seeds, production and expectation, with the reference taken from the
-installed transformers instead of kcert's C++ replay of its cast points. They run in the
+controls: the same probe, seeds and expectation, with the reference (and for R3's twin the
+production too) taken from the installed transformers instead of kcert's C++ replay of its cast
+points. They run in the
 nightly through `python -m kcert` workers (the kcert binary describes this file: docs/python.md)
 and SKIP, with the reason, where transformers cannot be imported (Debian's python3-torch 1.13 is
 older than transformers 5 supports). scripts/install-deps.sh pins the release for the PyPI
@@ -88,9 +89,9 @@ def transformers_apply_rotary_pos_emb(inputs, p, params):
 
 @kcert.variant("rope", "transformers_apply_rotary_pos_emb_model_dtype", params={"base": 10000.0}, unavailable=MISSING,
                version=VERSION,
-               description=f"transformers {RELEASE} LlamaRotaryEmbedding + apply_rotary_pos_emb as a bf16 Llama runs "
-                           "them: the fp32 tables cast to the input's dtype (cos.to(x.dtype)) and the rotation done in "
-                           "it, each multiply and add rounding (R3's arrangement)")
+               description=f"transformers {RELEASE} LlamaRotaryEmbedding + apply_rotary_pos_emb as a bf16 Llama with "
+                           "its fp32 inv_freq runs them: the fp32 tables cast to the input's dtype (cos.to(x.dtype)) and "
+                           "the rotation done in it, each multiply and add rounding (R3's arrangement)")
 @kcert.exact_casts
 def transformers_apply_rotary_pos_emb_model_dtype(inputs, p, params):
     # The module is given x as the model holds it (W), so its forward returns cos and sin in W and

@@ -331,7 +331,7 @@ TEST_CASE("an atom at a cap the fit reads past: the maximum decides, and its PAS
   CHECK(r.verdict == Verdict::pass);
   CHECK(r.evidence.horizon == Approx(1024.0 / 3.0));
   CHECK_FALSE(r.evidence.reaches_horizon);
-  CHECK_THAT(r.reason, Catch::Contains("which no continuous tail gives: a cap reached)") &&
+  CHECK_THAT(r.reason, Catch::Contains("no replicate past it: a cap reached in R replicates)") &&
                            Catch::Contains("PASS short of the horizon: read from the maximum"));
 }
 

@@ -395,7 +395,7 @@ TEST_CASE("an atom at the maximum that the fit reads past: the maximum decides (
     CHECK(a.U == a.heavy.U_clipped);
     CHECK(a.verdict == Verdict::pass);
     CHECK_THAT(a.reason, Catch::Contains("but the maximum is an atom (") &&
-                             Catch::Contains("replicates at exactly 1.9, which no continuous tail gives: a cap reached)") &&
+                             Catch::Contains("replicates at exactly 1.9, no replicate past it: a cap reached in R replicates)") &&
                              Catch::Contains("PASS short of the horizon: read from the maximum"));
     // [max K-hat, U] straddles warn_K: the stopping rule grows it, as a thin PASS.
     CHECK_FALSE(kcert::stats::next_sampling_step(a, 500, 8192).stop);
