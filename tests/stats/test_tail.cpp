@@ -373,7 +373,7 @@ TEST_CASE("an atom at the maximum that the fit reads past: the maximum decides (
     return k;
   };
   const auto settings = no_bootstrap();
-  int cases = 0;
+  int cases = 0, warn_cases = 0;
   for (std::uint64_t seed = 1; seed <= 40; ++seed) {
     const auto k = capped_sample(seed);
     const auto a = analyze_tail(k, settings);
@@ -414,8 +414,22 @@ TEST_CASE("an atom at the maximum that the fit reads past: the maximum decides (
     auto far = settings;
     far.horizon = 5000.0;  // R = 500 >= T/20 = 250
     CHECK_FALSE(analyze_tail(k, far).heavy.atom);
+    // The same sample times 5 (the fit is scale-equivariant, ties stay ties): the cap at 9.5 is
+    // past warn_K and under fail_K; where the bound then reads past fail_K, the atom gives WARN,
+    // read from the maximum and short of the horizon, not the bound's FAIL.
+    auto scaled = k;
+    for (auto& v : scaled) v *= 5.0;
+    const auto d = analyze_tail(scaled, settings);
+    INFO(d.reason);
+    if (d.heavy.U_clipped > 10.0) {
+      ++warn_cases;
+      CHECK(d.heavy.atom);
+      CHECK(d.verdict == Verdict::warn);
+      CHECK_THAT(d.reason, Catch::Contains("WARN short of the horizon: read from the maximum"));
+    }
   }
   CHECK(cases >= 5);  // at 50 exceedances about half of such samples read past the cap
+  CHECK(warn_cases >= 1);
   // An atom the bound does not read past (a cap of 0.4, U far under warn_K): nothing to resolve.
   kcert::stats::SplitMix64 rng(3);
   std::vector<double> low(500);
