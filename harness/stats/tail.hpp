@@ -132,9 +132,9 @@ struct HeavyTailCheck {
   // no fit was made: a document or wire message from before issue 52 may lack it where ξ̂ <= 0).
   std::optional<double> U_unclipped;
   // Not rejected, not decided by the maximum, and the unclipped bound gives a stricter verdict
-  // than the clipped one: the verdict rests on the ξ ≤ 0 assumption the data do not show (ξ̂ at
-  // or below 0 included: from 50-400 exceedances the profile rarely excludes ξ > 0), which its
-  // reason says.
+  // than the clipped bound and the maximum together: the verdict rests on the ξ ≤ 0 assumption
+  // the data do not show (ξ̂ at or below 0 included: from 50-400 exceedances the profile often
+  // reaches ξ > 0), which its reason says.
   bool model_matters = false;
   // Set when a higher threshold shows a bounded tail (the rejection is resolved there).
   std::optional<double> bounded_q;  // the tail_q of that threshold
@@ -147,8 +147,8 @@ struct HeavyTailCheck {
   // Exceedances equal to the largest K̂ (on every fit).
   std::size_t tied_at_maximum = 0;
   // No rejection, the maximum a floor (R < T/20), the fit's bound reading a stricter verdict
-  // than the maximum, and at least kAtomTies replicates at exactly the maximum: an atom, a cap
-  // reached, which no continuous tail shows. A K̂ capped by construction (a double rounding's
+  // than the maximum, and at least kAtomTies replicates at exactly the maximum: an atom, as at a
+  // cap reached, which no continuous tail shows (K̂ = 1 is one such value built into K̂). A K̂ capped by construction (a double rounding's
   // largest error) is light and not rejected, but the fit over ξ ≤ 0 reads the cap as part of a
   // tail and extrapolates past it (issue 54: min(Exp, cap) with the cap at 1.9 read WARN in 52 %
   // of samples at 50 exceedances). The maximum then decides, as after an endpoint.
