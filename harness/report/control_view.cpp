@@ -196,9 +196,8 @@ ControlView control_view(const nlohmann::json& d) {
   v.case_text = optional_text_at(d, "case_text");
   if (d.contains("gates") && d.at("gates").is_object()) {
     const auto& g = d.at("gates");
-    static const nlohmann::json none = nlohmann::json::object();
     for (const char* gate : {"algebra", "bias", "variance"}) {
-      const auto& one = g.contains(gate) ? g.at(gate) : none;  // both lvalues: no copy of the gate
+      const auto& one = object_at(g, gate);
       v.gates.push_back({gate, text_at(one, "verdict"), text_at(one, "reason")});
     }
     if (g.contains("variance")) {

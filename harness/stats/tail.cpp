@@ -339,9 +339,12 @@ TailAnalysis analyze_tail(std::span<const double> k_hat, const VarianceSettings&
   // evidence (the endpoint test would only restate it: a block of 3-48 ties makes its statistic
   // 0; past 48 ties it leaves no split to read). On a continuous law (every GPD) this never
   // applies; what lies past the atom at a rate under 3/R is not excluded (short of the horizon).
+  // What the maximum shows, and whether it is a floor under r_T at this R (R < T/20).
+  const Verdict max_verdict = threshold_verdict(s.max, warn, fail);
+  const bool max_is_floor = maximum_is_a_floor(s.count, settings.horizon);
   h.tied_at_maximum = tied_at_maximum(peaks.exceedances);
-  h.atom = !h.rejected && h.tied_at_maximum >= kAtomTies && maximum_is_a_floor(s.count, settings.horizon) &&
-           threshold_verdict(h.U_clipped, warn, fail) > threshold_verdict(s.max, warn, fail);
+  h.atom = !h.rejected && h.tied_at_maximum >= kAtomTies && max_is_floor &&
+           threshold_verdict(h.U_clipped, warn, fail) > max_verdict;
   const bool heavy_unresolved = h.unresolved();
   // The bound without the clip says what the ξ ≤ 0 assumption is worth here, on every fit: the
   // LR test has little power from 50-400 exceedances (GPD(+0.1): flagged in 4-40 % of runs), and
@@ -356,8 +359,7 @@ TailAnalysis analyze_tail(std::span<const double> k_hat, const VarianceSettings&
   // words), and only a reading stricter than the verdict the clipped bound and the maximum give
   // together (on a ξ = -1 boundary fit U_clipped is at least max K̂, which the unclipped profile
   // alone may lie under; a maximum past a threshold decides whatever the model).
-  const Verdict clipped_verdict = worst(threshold_verdict(h.U_clipped, warn, fail),
-                                        maximum_is_a_floor(s.count, settings.horizon) ? threshold_verdict(s.max, warn, fail) : Verdict::pass);
+  const Verdict clipped_verdict = worst(threshold_verdict(h.U_clipped, warn, fail), max_is_floor ? max_verdict : Verdict::pass);
   h.model_matters = !h.rejected && !a.maximum_decides() && threshold_verdict(*h.U_unclipped, warn, fail) > clipped_verdict;
   const auto& bound = heavy_unresolved ? unclipped : clipped;
   a.r_t = bound.estimate;
@@ -395,7 +397,7 @@ TailAnalysis analyze_tail(std::span<const double> k_hat, const VarianceSettings&
   // model the rejection put in doubt, so, as on the thin route, the maximum decides WARN and FAIL,
   // and a verdict below FAIL is short of the horizon (evidence: R/3).
   // From R = T/20 on the maximum is no floor (maximum_is_a_floor): the bound decides, as on any fit.
-  a.verdict = a.maximum_decides() ? threshold_verdict(s.max, warn, fail) : threshold_verdict(a.U, warn, fail);
+  a.verdict = a.maximum_decides() ? max_verdict : threshold_verdict(a.U, warn, fail);
   a.reason = "GPD tail (" + std::to_string(a.n_exc) + " exceedances" +
              (h.bounded_q ? " over the q" + format_number(*h.bounded_q) + " threshold" : std::string()) +
              "): r_T = " + format_number(a.r_t) + ", U = " + format_number(a.U) + " (one-sided " +
@@ -448,9 +450,9 @@ TailAnalysis analyze_tail(std::span<const double> k_hat, const VarianceSettings&
   // the maximum decides WARN and FAIL where the bound reads lower. A fit can put U below the
   // sample's own maximum (one replicate of a rare defect among thousands of a light tail: K̂ =
   // 50 read WARN in 54 % of such runs, issue 54), while R is small enough for that to hold.
-  if (const auto seen = threshold_verdict(s.max, warn, fail); maximum_is_a_floor(s.count, settings.horizon) && seen > a.verdict) {
-    a.verdict = seen;
-    a.reason += "; max K-hat = " + format_number(s.max) + " is past " + (seen == Verdict::fail ? "fail" : "warn") +
+  if (max_is_floor && max_verdict > a.verdict) {
+    a.verdict = max_verdict;
+    a.reason += "; max K-hat = " + format_number(s.max) + " is past " + (max_verdict == Verdict::fail ? "fail" : "warn") +
                 ": an amplification observed in a replicate, which the maximum decides";
   }
   return a;
