@@ -50,6 +50,8 @@ struct FamilyPlan {
   std::string refused;  // empty: calibrated
   nlohmann::json used = nlohmann::json::object();  // control -> U
   nlohmann::json used_bias = nlohmann::json::object();  // control -> [signed, magnitude] max ULP effect
+  // Positives left out: a FAIL their `expected_on` condition predicts (control -> condition).
+  nlohmann::json left_out = nlohmann::json::object();
 };
 
 // One plan per family that appears among `controls` (sorted by family name).

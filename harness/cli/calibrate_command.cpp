@@ -164,6 +164,15 @@ std::vector<eval::ControlOutcome> source_controls(store::ResultStore& db, const 
   return controls;
 }
 
+// " (left out: ID, a FAIL expected on CONDITION; ...)", or nothing.
+std::string left_out_text(const eval::FamilyPlan& p) {
+  std::vector<std::string> parts;
+  for (const auto& [id, condition] : p.left_out.items()) {
+    parts.push_back(fmt::format("{}, a FAIL expected on {}", id, condition.get<std::string>()));
+  }
+  return parts.empty() ? std::string() : fmt::format(" (left out: {})", fmt::join(parts, "; "));
+}
+
 // Each family's plan: old and new thresholds and floors, or why it is refused.
 void print_plans(const std::vector<eval::FamilyPlan>& plans) {
   std::cout << fmt::format("{:<18} {:>4} {:>9}  {:<22} {:<16} {:>15}  {:<13} {:<13} {}\n", "family", "pos", "max U",
@@ -176,7 +185,7 @@ void print_plans(const std::vector<eval::FamilyPlan>& plans) {
                              fmt::format("{:.3g}/{:.3g}", p.max_ulp_signed, p.max_ulp_magnitude),
                              fmt::format("{:.3g}/{:.3g}", p.old_c, p.old_c_magnitude),
                              ok ? fmt::format("{:.3g}/{:.3g}", p.new_c, p.new_c_magnitude) : std::string("-"),
-                             ok ? std::string("calibrated") : "refused: " + p.refused);
+                             ok ? std::string("calibrated") + left_out_text(p) : "refused: " + p.refused);
   }
 }
 
@@ -228,7 +237,7 @@ void store_plans(store::ResultStore& db, const std::string& env, const std::vect
     c.previous_bias_c_magnitude = p.old_c_magnitude;
     c.details = {{"u", p.used},           {"margin", rule.margin},           {"ratio", rule.ratio},
                  {"previous", p.old_label}, {"bias_ulp", p.used_bias},      {"bias_margin", rule.bias_margin},
-                 {"bias_c_min", rule.bias_c_min}};
+                 {"bias_c_min", rule.bias_c_min}, {"left_out", p.left_out}};
     c.id = db.store_calibration(c);
     std::cout << fmt::format("stored {} for family {} (warn_K {:.4g}, fail_K {:.4g}; bias c {:.3g}, c_magnitude {:.3g})\n",
                              c.label(), p.family, c.warn_k, c.fail_k, *c.bias_c, *c.bias_c_magnitude);

@@ -68,6 +68,37 @@ TEST_CASE("kcert-cal/2 refuses a family whose positive FAILed, and keeps +inf U 
   CHECK(after[3].variance == Verdict::fail);  // U = +inf stays FAIL under any threshold
 }
 
+TEST_CASE("kcert-cal/2 leaves out a positive whose FAIL its expected_on condition predicts", "[eval][calibration]") {
+  // real_matmul_long_k on a CPU without AVX512-BW: LibTorch 1.13's bf16-accumulating GEMM
+  // FAILs it as its YAML's `expected_on: cpu_bf16_gemm_in_bf16` says (U 333 at smoke).
+  std::vector<ControlOutcome> controls = {
+      control("p1", "positive", "linear", 0.2), control("p2", "positive", "linear", 0.4),
+      control("p3", "positive", "linear", 0.0), control("canary", "positive", "linear", 333.1, Verdict::fail),
+  };
+  controls[3].expected_condition = "cpu_bf16_gemm_in_bf16";
+  auto plans = kcert::eval::plan_calibration(controls, {});
+  REQUIRE(plans.size() == 1);
+  CHECK(plans[0].refused.empty());
+  CHECK(plans[0].positives == 3);
+  CHECK(plans[0].max_u == Approx(0.4));  // its U sets nothing
+  CHECK(plans[0].new_warn == 1.0);
+  CHECK_FALSE(plans[0].used.contains("canary"));
+  CHECK(plans[0].left_out == nlohmann::json{{"canary", "cpu_bf16_gemm_in_bf16"}});
+  // Under the new thresholds it still FAILs.
+  CHECK(kcert::eval::apply_calibration(controls, plans)[3].verdict == Verdict::fail);
+
+  // A FAIL its condition does not predict (an unexpected verdict), or one judged by the plain
+  // `expected`, still refuses the family.
+  controls[3].unexpected = {"bias: expected PASS, got FAIL"};
+  plans = kcert::eval::plan_calibration(controls, {});
+  CHECK(plans[0].refused.find("positive canary FAILed") == 0);
+  CHECK(plans[0].left_out.empty());
+  controls[3].unexpected.clear();
+  controls[3].expected_condition.clear();
+  plans = kcert::eval::plan_calibration(controls, {});
+  CHECK(plans[0].refused.find("positive canary FAILed") == 0);
+}
+
 TEST_CASE("kcert-cal/2: bias floors from the positives' largest significant ULP effect, never above the shipped ones",
           "[eval][calibration]") {
   // rmsnorm: positives at 0.02 and 0.03 ULP (signed), none significant in magnitude; a
