@@ -6,6 +6,17 @@
 
 namespace kcert::eval {
 
+namespace {
+// Whether a gate that FAILed is one whose expectation in force admits FAIL.
+bool fail_predicted(const ControlOutcome& c) {
+  const auto admits = [&](const char* gate) {
+    return std::find(c.expected_fail_gates.begin(), c.expected_fail_gates.end(), gate) != c.expected_fail_gates.end();
+  };
+  return (c.algebra == stats::Verdict::fail && admits("algebra")) || (c.bias == stats::Verdict::fail && admits("bias")) ||
+         (c.variance == stats::Verdict::fail && admits("variance"));
+}
+}  // namespace
+
 std::vector<FamilyPlan> plan_calibration(const std::vector<ControlOutcome>& controls,
                                          const std::map<std::string, CurrentThresholds>& current,
                                          const CalibrationRule& rule) {
@@ -29,8 +40,10 @@ std::vector<FamilyPlan> plan_calibration(const std::vector<ControlOutcome>& cont
     // A FAIL that the control's `expected_on` condition predicts measures that platform's
     // kernel, not the family's benign noise (real_matmul_long_k without AVX512-BW: LibTorch
     // 1.13's bf16-accumulating GEMM, U about 330 at smoke). It neither refuses the family nor
-    // sets its thresholds: it is left out, and named.
-    if (c.verdict == stats::Verdict::fail && !c.expected_condition.empty() && c.unexpected.empty()) {
+    // sets its thresholds: it is left out, and named. Predicted: a gate that FAILed is one
+    // whose expectation in force admits FAIL; a FAIL only in gates the condition leaves
+    // unjudged (the sdpa positives' bias there: no prediction) still refuses.
+    if (c.verdict == stats::Verdict::fail && !c.expected_condition.empty() && c.unexpected.empty() && fail_predicted(c)) {
       p.left_out[c.id] = c.expected_condition;
       continue;
     }

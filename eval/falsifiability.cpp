@@ -57,6 +57,9 @@ ControlOutcome outcome(const engine::CaseResult& r) {
   o.dynamo_fp64 = r.baselines.dynamo_fp64.flagged;
   o.unexpected = r.unexpected;
   o.expected_condition = r.testcase.expected.condition;
+  for (const auto& [gate, verdicts] : r.testcase.expected.gates) {
+    if (std::find(verdicts.begin(), verdicts.end(), stats::Verdict::fail) != verdicts.end()) o.expected_fail_gates.push_back(gate);
+  }
   if (r.ran()) {
     o.replicates = r.bias.replicates;
     const double z = std::max(r.bias.signed_statistic.max_abs_z, r.bias.magnitude_statistic.max_abs_z);
@@ -158,7 +161,19 @@ ControlOutcome outcome_from_document(const nlohmann::json& d) {
   o.flash_attention = b.at("flash_attention").at("flagged").get<bool>();
   o.dynamo_fp64 = b.at("dynamo_fp64").at("flagged").get<bool>();
   for (const auto& u : d.value("unexpected", nlohmann::json::array())) o.unexpected.push_back(u.get<std::string>());
-  if (d.contains("expected") && d.at("expected").is_object()) o.expected_condition = d.at("expected").value("condition", "");
+  if (d.contains("expected") && d.at("expected").is_object()) {
+    const auto& e = d.at("expected");
+    o.expected_condition = e.value("condition", "");
+    for (const char* gate : {"algebra", "bias", "variance"}) {
+      if (!e.contains(gate) || !e.at(gate).is_array()) continue;
+      for (const auto& v : e.at(gate)) {
+        if (v.is_string() && v.get<std::string>() == "FAIL") {
+          o.expected_fail_gates.emplace_back(gate);
+          break;
+        }
+      }
+    }
+  }
   o.variance_u = finite_number(g.at("variance"), "U");
   if (g.at("bias").contains("replicates") && g.at("bias").at("replicates").is_number_unsigned())
     o.replicates = g.at("bias").at("replicates").get<std::uint64_t>();

@@ -79,6 +79,7 @@ struct ControlOutcome {
   bool assert_close = false, flash_attention = false, dynamo_fp64 = false;
   std::vector<std::string> unexpected;  // against the YAML expectation
   std::string expected_condition;       // the `expected_on` condition judged by ("" = `expected`)
+  std::vector<std::string> expected_fail_gates;  // gates whose expectation in force admits FAIL
   std::uint64_t replicates = 0;         // R of the bias gate (0: not run)
   std::optional<double> max_abs_z;      // the bias gate's largest |z| over both statistics; nullopt when not finite
   std::optional<double> variance_u;     // U; nullopt when +inf or undefined

@@ -115,7 +115,8 @@ constexpr const char* kCalibrateHelp =
       "  bias floors, per statistic: c = 1.5 x the largest ULP effect of a significant bucket\n"
       "  among the positives, at least 0.05 and at most the shipped floor (signed 0.3, magnitude 0.2)\n"
       "A family is refused, with the reason, when it has fewer than 3 positive controls in the\n"
-      "source run or one of them FAILed any gate there. A whole source run is refused when it was\n"
+      "source run or one of them FAILed any gate there (a FAIL that its YAML's expected_on condition\n"
+      "predicts for this platform is left out instead, and named). A whole source run is refused when it was\n"
       "started with --replicates, holds an INCONCLUSIVE forward result or a control that missed its YAML\n"
       "expectation: its evidence is not what the cases declare. The source is the newest finished run\n"
       "of the profile (default: contract shapes) in the environment, or the runs given by --run.\n"
@@ -185,7 +186,7 @@ void print_plans(const std::vector<eval::FamilyPlan>& plans) {
                              fmt::format("{:.3g}/{:.3g}", p.max_ulp_signed, p.max_ulp_magnitude),
                              fmt::format("{:.3g}/{:.3g}", p.old_c, p.old_c_magnitude),
                              ok ? fmt::format("{:.3g}/{:.3g}", p.new_c, p.new_c_magnitude) : std::string("-"),
-                             ok ? std::string("calibrated") + left_out_text(p) : "refused: " + p.refused);
+                             (ok ? std::string("calibrated") : "refused: " + p.refused) + left_out_text(p));
   }
 }
 

@@ -369,7 +369,8 @@ HtmlReportSummary write_html_report(const HtmlReportInput& input, const fs::path
     }
     // A backward case (issue 31): each gradient's verdicts, buckets and reduction size N, and
     // which gradient decided each gate.
-    if (v.backward) {
+    // A backward case that did not run (SKIP, ERROR) has no gradients: no empty table.
+    if (v.backward && !v.backward->points.empty()) {
       body << "<h2>Gradients</h2><p>Backward, upstream gradient dy " << esc(v.dy_kind) << " (shift "
            << esc(number_or_dash(v.dy_shift)) << ", scale " << esc(number_or_dash(v.dy_scale))
            << "); each gate shows the worst gradient (decided by: algebra " << esc(v.backward->decided_algebra) << ", bias "

@@ -140,6 +140,13 @@ TEST_CASE("a control judged by an environment condition is listed with it, from 
        {{"assert_close", {{"flagged", true}}}, {"flash_attention", {{"flagged", true}}}, {"dynamo_fp64", {{"flagged", true}}}}},
       {"expected", {{"algebra", {"PASS"}}, {"variance", {"FAIL"}}, {"condition", "cpu_bf16_gemm_in_bf16"}}}};
   CHECK(kcert::eval::outcome_from_document(doc).expected_condition == "cpu_bf16_gemm_in_bf16");
+  // The gates whose expectation admits FAIL (calibration leaves out a FAIL predicted there),
+  // from the document and from the result, alike; a note saying FAIL is not a gate.
+  doc["expected"]["note"] = "FAIL";
+  doc["expected"]["bias"] = {"WARN", "FAIL"};
+  CHECK(kcert::eval::outcome_from_document(doc).expected_fail_gates == std::vector<std::string>{"bias", "variance"});
+  rs[0].testcase.expected.gates = {{"algebra", {Verdict::pass}}, {"variance", {Verdict::warn, Verdict::fail}}};
+  CHECK(kcert::eval::outcome(rs[0]).expected_fail_gates == std::vector<std::string>{"variance"});
   doc["expected"].erase("condition");
   CHECK(kcert::eval::outcome_from_document(doc).expected_condition.empty());
 }

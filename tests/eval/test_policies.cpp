@@ -76,6 +76,7 @@ TEST_CASE("kcert-cal/2 leaves out a positive whose FAIL its expected_on conditio
       control("p3", "positive", "linear", 0.0), control("canary", "positive", "linear", 333.1, Verdict::fail),
   };
   controls[3].expected_condition = "cpu_bf16_gemm_in_bf16";
+  controls[3].expected_fail_gates = {"variance"};
   auto plans = kcert::eval::plan_calibration(controls, {});
   REQUIRE(plans.size() == 1);
   CHECK(plans[0].refused.empty());
@@ -87,16 +88,25 @@ TEST_CASE("kcert-cal/2 leaves out a positive whose FAIL its expected_on conditio
   // Under the new thresholds it still FAILs.
   CHECK(kcert::eval::apply_calibration(controls, plans)[3].verdict == Verdict::fail);
 
-  // A FAIL its condition does not predict (an unexpected verdict), or one judged by the plain
-  // `expected`, still refuses the family.
-  controls[3].unexpected = {"bias: expected PASS, got FAIL"};
-  plans = kcert::eval::plan_calibration(controls, {});
-  CHECK(plans[0].refused.find("positive canary FAILed") == 0);
-  CHECK(plans[0].left_out.empty());
-  controls[3].unexpected.clear();
-  controls[3].expected_condition.clear();
-  plans = kcert::eval::plan_calibration(controls, {});
-  CHECK(plans[0].refused.find("positive canary FAILed") == 0);
+  // A FAIL its condition does not predict still refuses the family: one only in a gate the
+  // condition leaves unjudged (the sdpa positives' bias on such a CPU: no prediction), an
+  // unexpected verdict, or one judged by the plain `expected`.
+  const auto refused = [&](const std::vector<ControlOutcome>& cs) {
+    const auto p = kcert::eval::plan_calibration(cs, {});
+    return p[0].refused.find("positive canary FAILed") == 0 && p[0].left_out.empty();
+  };
+  auto unjudged = controls;
+  unjudged[3].variance = Verdict::pass;
+  unjudged[3].bias = Verdict::fail;
+  CHECK(refused(unjudged));
+  unjudged[3].expected_fail_gates = {"algebra"};  // admitted, but that gate PASSed
+  CHECK(refused(unjudged));
+  auto unexpected = controls;
+  unexpected[3].unexpected = {"variance: expected PASS, got FAIL"};
+  CHECK(refused(unexpected));
+  auto plain = controls;
+  plain[3].expected_condition.clear();
+  CHECK(refused(plain));
 }
 
 TEST_CASE("kcert-cal/2: bias floors from the positives' largest significant ULP effect, never above the shipped ones",
