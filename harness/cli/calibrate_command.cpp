@@ -116,10 +116,11 @@ constexpr const char* kCalibrateHelp =
       "  among the positives, at least 0.05 and at most the shipped floor (signed 0.3, magnitude 0.2)\n"
       "A family is refused, with the reason, when it has fewer than 3 positive controls in the\n"
       "source run or one of them FAILed any gate there (a FAIL that its YAML's expected_on condition\n"
-      "predicts for this platform is left out instead, and named). A whole source run is refused when it was\n"
-      "started with --replicates, holds an INCONCLUSIVE forward result or a control that missed its YAML\n"
-      "expectation: its evidence is not what the cases declare. The source is the newest finished run\n"
-      "of the profile (default: contract shapes) in the environment, or the runs given by --run.\n"
+      "predicts for this environment, a CPU or a LibTorch release, is left out instead, and named).\n"
+      "A whole source run is refused when it was started with --replicates, holds an INCONCLUSIVE\n"
+      "forward result or a control that missed its YAML expectation: its evidence is not what the\n"
+      "cases declare. The source is the newest finished run of the profile (default: contract\n"
+      "shapes) in the environment, or the runs given by --run.\n"
       "Prints old and new thresholds and the verdict every control of the source run would get\n"
       "under the new thresholds, from the stored U values and bias frontiers (no kernel runs).\n"
       "--apply stores the\n"
@@ -165,13 +166,16 @@ std::vector<eval::ControlOutcome> source_controls(store::ResultStore& db, const 
   return controls;
 }
 
-// " (left out: ID, a FAIL expected on CONDITION; ...)", or nothing.
-std::string left_out_text(const eval::FamilyPlan& p) {
+// "; left out: ID, a FAIL expected on CONDITION, ..." after a refusal, " (left out: ...)" after
+// "calibrated", or nothing.
+std::string left_out_text(const eval::FamilyPlan& p, bool refused) {
   std::vector<std::string> parts;
   for (const auto& [id, condition] : p.left_out.items()) {
     parts.push_back(fmt::format("{}, a FAIL expected on {}", id, condition.get<std::string>()));
   }
-  return parts.empty() ? std::string() : fmt::format(" (left out: {})", fmt::join(parts, "; "));
+  if (parts.empty()) return {};
+  const auto list = fmt::format("{}", fmt::join(parts, "; "));
+  return refused ? "; left out: " + list : " (left out: " + list + ")";
 }
 
 // Each family's plan: old and new thresholds and floors, or why it is refused.
@@ -186,7 +190,7 @@ void print_plans(const std::vector<eval::FamilyPlan>& plans) {
                              fmt::format("{:.3g}/{:.3g}", p.max_ulp_signed, p.max_ulp_magnitude),
                              fmt::format("{:.3g}/{:.3g}", p.old_c, p.old_c_magnitude),
                              ok ? fmt::format("{:.3g}/{:.3g}", p.new_c, p.new_c_magnitude) : std::string("-"),
-                             (ok ? std::string("calibrated") : "refused: " + p.refused) + left_out_text(p));
+                             (ok ? std::string("calibrated") : "refused: " + p.refused) + left_out_text(p, !ok));
   }
 }
 

@@ -77,6 +77,7 @@ TEST_CASE("kcert-cal/2 leaves out a positive whose FAIL its expected_on conditio
   };
   controls[3].expected_condition = "cpu_bf16_gemm_in_bf16";
   controls[3].expected_fail_gates = {"variance"};
+  controls[3].bias = Verdict::fail;  // as measured: bias FAILs too, a gate its condition leaves unjudged
   auto plans = kcert::eval::plan_calibration(controls, {});
   REQUIRE(plans.size() == 1);
   CHECK(plans[0].refused.empty());
@@ -96,7 +97,7 @@ TEST_CASE("kcert-cal/2 leaves out a positive whose FAIL its expected_on conditio
     return p[0].refused.find("positive canary FAILed") == 0 && p[0].left_out.empty();
   };
   auto unjudged = controls;
-  unjudged[3].variance = Verdict::pass;
+  unjudged[3].variance = Verdict::pass;  // bias alone FAILs
   unjudged[3].bias = Verdict::fail;
   CHECK(refused(unjudged));
   unjudged[3].expected_fail_gates = {"algebra"};  // admitted, but that gate PASSed
