@@ -141,7 +141,8 @@ TEST_CASE("a control judged by an environment condition is listed with it, from 
       {"expected", {{"algebra", {"PASS"}}, {"variance", {"FAIL"}}, {"condition", "cpu_bf16_gemm_in_bf16"}}}};
   CHECK(kcert::eval::outcome_from_document(doc).expected_condition == "cpu_bf16_gemm_in_bf16");
   // The gates whose expectation admits FAIL (calibration leaves out a FAIL predicted there),
-  // from the document and from the result, alike; a note saying FAIL is not a gate.
+  // read from the document and from the result (each on its own expectation); a note saying
+  // FAIL is not a gate.
   doc["expected"]["note"] = "FAIL";
   doc["expected"]["bias"] = {"WARN", "FAIL"};
   CHECK(kcert::eval::outcome_from_document(doc).expected_fail_gates == std::vector<std::string>{"bias", "variance"});

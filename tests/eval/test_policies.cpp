@@ -98,7 +98,6 @@ TEST_CASE("kcert-cal/2 leaves out a positive whose FAIL its expected_on conditio
   };
   auto unjudged = controls;
   unjudged[3].variance = Verdict::pass;  // bias alone FAILs
-  unjudged[3].bias = Verdict::fail;
   CHECK(refused(unjudged));
   unjudged[3].expected_fail_gates = {"algebra"};  // admitted, but that gate PASSed
   CHECK(refused(unjudged));
