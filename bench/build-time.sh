@@ -6,7 +6,8 @@
 #   SRC         a kcert checkout (default: this one); a worktree of an older commit measures
 #               "before": git worktree add /var/tmp/kcert-before COMMIT
 #   CMAKE-ARGS  extra configure options, e.g. the PyPI torch's (scripts/torch-source.sh) or
-#               -DKCERT_DEBUG_INFO=OFF -DKCERT_BUILD_BENCHMARKS=OFF
+#               -DKCERT_BUILD_BENCHMARKS=OFF; without debug info, as scripts/test.sh builds
+#               (since stop 67), unless they say -DKCERT_DEBUG_INFO=ON (the figures before it)
 #
 # cold: a fresh build folder and an empty private ccache: every translation unit compiles
 #       (ccache only stores; its lookups all miss), as on a fresh CI machine.
@@ -29,7 +30,7 @@ build_once() {
   ccache -z >/dev/null
   local t0
   t0=$(date +%s.%N)
-  cmake -S "$SRC" -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo "$@" >"$work/$name.configure.log" 2>&1 ||
+  cmake -S "$SRC" -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKCERT_DEBUG_INFO=OFF "$@" >"$work/$name.configure.log" 2>&1 ||
     { tail -20 "$work/$name.configure.log"; exit 1; }
   cmake --build "$dir" --parallel "$(nproc)" >"$work/$name.build.log" 2>&1 || { tail -20 "$work/$name.build.log"; exit 1; }
   local t1 steps hits

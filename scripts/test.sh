@@ -25,9 +25,12 @@ kcert_torch_select
 BUILD="${KCERT_BUILD_DIR:-$ROOT/$KCERT_TORCH_BUILD}"
 
 start=$(date +%s)
-# KCERT_CMAKE_ARGS: extra configure options, split on spaces (scripts/in-debian13.sh sets them).
+# KCERT_CMAKE_ARGS: extra configure options, split on spaces (scripts/in-debian13.sh sets them),
+# after the defaults, so they win. No debug info by default: the tests do not need it and -g
+# costs a LibTorch translation unit about half its compile time again (docs/benchmarks.md,
+# "Build time"); KCERT_CMAKE_ARGS=-DKCERT_DEBUG_INFO=ON builds a tree to debug in.
 # shellcheck disable=SC2086
-cmake -S "$ROOT" -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo "${KCERT_TORCH_CMAKE_ARGS[@]}" ${KCERT_CMAKE_ARGS:-}
+cmake -S "$ROOT" -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKCERT_DEBUG_INFO=OFF "${KCERT_TORCH_CMAKE_ARGS[@]}" ${KCERT_CMAKE_ARGS:-}
 cmake --build "$BUILD" --parallel "$JOBS"
 echo "test.sh: build took $(( $(date +%s) - start )) s"
 
