@@ -31,7 +31,11 @@ export KCERT_DB="${base/dbname=kcert/dbname=$db}"
 eval "$("$src/scripts/slurm/local-cluster.sh" start "$work/slurm")" || fail "local Slurm did not start"
 mkdir -p "$work/jobs" && cd "$work/jobs"
 export KCERT_ROOT=$src KCERT_BINARY=$kcert KCERT_REPORTS=$work/reports
-filter=(--profile smoke --filter '^(n1|n2|r1|r4|rw_rope|g2)' --quiet)
+# Cheap controls of three families (2-5 s each at smoke): #23's fused QKV
+# (rw_rope_fused_qkv_strided_inplace) is left out, as without AVX-512 its bf16 GEMM grows it to
+# its smoke R_max of 1024 replicates, 41 s a run, and this test runs it twice (163 s each before
+# that cap).
+filter=(--profile smoke --filter '^(n1|n2|r1|r4|rw_rope_(complex|table|vllm)|g2)' --quiet)
 
 out=$("$src/scripts/slurm/submit-nightly.sh" 2 "${filter[@]}") || fail "submit: $out"
 echo "$out"
