@@ -8,6 +8,8 @@
 #   KCERT_BUILD_DIR=out scripts/test.sh -R stats   # extra arguments go to ctest
 #   scripts/test.sh --quick         # the developer loop: everything but the end-to-end runs
 #                                   # (CTest label `slow`), a few minutes after a build
+#   (--quick is ctest's -LE slow: with another -LE of yours, CTest excludes only the tests that
+#   match both, so give one -LE with both, e.g. -LE '^(slow|stats)$', instead of --quick)
 set -euo pipefail
 
 quick=()
